@@ -10,9 +10,14 @@ link, TCP) and confluent-kafka's (through the Kafka listener) each send
 over the partitions, acks=1. The figure is the Produce requests the
 server answered meanwhile (its own metrics, ``/metrics``'s
 ``kafka_network_requestmetrics_requests_total{request="Produce"}``), as
-requests/s and records a request. Each request costs both ends a request
-path and a socket write; a producer that lets each partition's batch
-linger on its own sends one per batch. Nothing here fails on timing.
+requests/s and records a request; and the CPU time the server's workers
+took meanwhile (utime + stime of their processes, /proc/<pid>/stat) per
+Produce request: with records spread this thin nearly every request
+carries one-record batches, so it is the worker's cost of a one-record
+Produce end to end (decode, log append, response; issue 46). Each request
+costs both ends a request path and a socket write; a producer that lets
+each partition's batch linger on its own sends one per batch. Nothing
+here fails on timing.
 
 Prints a table and writes results.json and results.md to ``--output-dir``
 (default benchmarks/results/produce-requests-<timestamp>).
@@ -34,6 +39,7 @@ from kafkalite.client import AdminClient, NewTopic, Producer  # noqa: E402
 from kafkalite.launcher import ServerProcess  # noqa: E402
 
 TOPIC = "produce-requests"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 QUICK = {"seconds": 1.0, "rate": 2000}
 PRODUCE_SAMPLE = 'kafka_network_requestmetrics_requests_total{request="Produce"}'
 
@@ -59,6 +65,17 @@ def settled_requests(srv: ServerProcess, timeout: float = 10.0) -> float:
     return last
 
 
+def workers_cpu_seconds(srv: ServerProcess) -> float:
+    """utime + stime of the server's workers so far (fields 14 and 15 of
+    /proc/<pid>/stat), where Produce requests are served."""
+    total = 0
+    for pid in srv.worker_pids():
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / CLOCK_TICKS
+
+
 def kafkalite_producer(srv: ServerProcess, linger_ms: float):
     p = Producer({"bootstrap.servers": srv.bootstrap, "acks": 1, "linger.ms": linger_ms})
     return p.produce, p.poll, p.flush, p.close
@@ -72,13 +89,15 @@ def confluent_producer(srv: ServerProcess, linger_ms: float):
 
 
 def run(make, srv: ServerProcess, linger_ms: float, partitions: int, rate: int,
-        seconds: float, value: bytes) -> tuple[int, float]:
-    """(records sent, Produce requests the server answered for them)."""
+        seconds: float, value: bytes) -> tuple[int, float, float]:
+    """(records sent, Produce requests the server answered for them, the
+    workers' CPU seconds meanwhile)."""
     produce, poll, flush, close = make(srv, linger_ms)
     try:
         produce(TOPIC, value, partition=0)          # connect and learn the leaders first
         flush(30)
         before = settled_requests(srv)
+        cpu_before = workers_cpu_seconds(srv)
         t0, n = time.perf_counter(), 0
         while (elapsed := time.perf_counter() - t0) < seconds:
             due = int(elapsed * rate)
@@ -89,7 +108,8 @@ def run(make, srv: ServerProcess, linger_ms: float, partitions: int, rate: int,
             time.sleep(0.0002)
         if flush(60) != 0:
             raise RuntimeError("records were not delivered in 60 s")
-        return n, settled_requests(srv) - before
+        requests = settled_requests(srv) - before
+        return n, requests, workers_cpu_seconds(srv) - cpu_before
     finally:
         close()
 
@@ -122,7 +142,7 @@ def main(argv=None) -> int:
         value = b"x" * args.value_bytes
         for linger in (float(x) for x in args.lingers.split(",")):
             for name, make in (("confluent", confluent_producer), ("kafkalite", kafkalite_producer)):
-                n, requests = run(make, srv, linger, args.partitions, args.rate, args.seconds,
+                n, requests, cpu = run(make, srv, linger, args.partitions, args.rate, args.seconds,
                                   value)
                 key = f"{name}_linger{linger:g}"
                 res.add(f"{key}_requests_per_s", 1,
@@ -135,6 +155,11 @@ def main(argv=None) -> int:
                         round(n / max(requests, 1), 2), "records",
                         baseline_key=None if name == "confluent"
                         else f"confluent_linger{linger:g}_records_per_request")
+                res.add(f"{key}_worker_cpu_us_per_request", 1,
+                        f"{name}, linger.ms {linger:g}: workers' CPU a Produce request",
+                        round(cpu / max(requests, 1) * 1e6, 1), "us",
+                        baseline_key=None if name == "confluent"
+                        else f"confluent_linger{linger:g}_worker_cpu_us_per_request")
     finally:
         if srv is not None:
             srv.stop()
@@ -146,7 +171,8 @@ def main(argv=None) -> int:
                         ["test", "figure", "value", "confluent-kafka", "ratio", "target", "met"],
                         elapsed=time.perf_counter() - started, info=info, settings=settings,
                         units={"requests/s": "Produce requests answered a second",
-                               "records": "records a Produce request"})
+                               "records": "records a Produce request",
+                               "us": "microseconds of the workers' CPU time"})
     return 0
 
 

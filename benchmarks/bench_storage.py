@@ -18,6 +18,14 @@ What is measured (see benchmarks/README.md for the meaning of every figure):
    the ``crc32c`` PyPI package on the same buffer.
 4. Append throughput over the same window of bytes on a ~1 MB log and on a
    --big-log-bytes (default 10 GiB) log.
+5. One-record appends (issue 46: 100 partitions of one-record batches):
+   microseconds of CPU per PartitionLog.append of a batch of one
+   ``--one-record-value-bytes`` (1 KB) record, plain and from an idempotent
+   producer (increasing sequences, so every append goes through the
+   producer-state check and update), beside an ``os.pwrite`` of the same
+   bytes at the file's end: the ceiling, what any append must cost. To one
+   log, and to ``--one-record-partitions`` (100) logs (files) in turn, as
+   a worker's appends go: each then finds its log's objects out of cache.
 
 Timing uses time.perf_counter with the garbage collector paused (as timeit
 does); every figure is the best of --repeats runs. fsync and log close are
@@ -61,7 +69,8 @@ TARGET_CRC_GB_PER_S = 5.0
 TARGET_BIG_LOG_TOLERANCE = 0.10
 
 QUICK = dict(records=200_000, big_log_bytes=4 * MiB, small_log_bytes=256 * KiB,
-             window_bytes=1 * MiB, crc_bytes=8 * MiB, pool_bytes=16 * MiB)
+             window_bytes=1 * MiB, crc_bytes=8 * MiB, pool_bytes=16 * MiB,
+             one_record_appends=2_000)
 
 HEADERS = ["#", "Figure", "kafkalite", "Baseline / peer", "vs base", "Target", "Met"]
 
@@ -563,6 +572,111 @@ def bench_big_log(args, wl: Workload, work: str, res: Results) -> None:
             note="process CPU time per window: immune to other processes on the machine")
 
 
+# ---- 5. one-record appends ------------------------------------------------------------
+
+ONE_RECORD_PRODUCER_ID = 4242
+
+
+def one_record_batches(n: int, value: bytes, idempotent: bool) -> list[bytearray]:
+    """``n`` batches of one record each, as a producer's request hands them
+    to the log (writable: append patches them in place); an idempotent
+    producer's carry sequences 0, 1, 2, ... of one producer id and epoch."""
+    builder, ts, out = RecordBatchBuilder(0), int(time.time() * 1000), []
+    for i in range(n):
+        builder.reset()
+        if idempotent:
+            builder.set_producer(ONE_RECORD_PRODUCER_ID, 0, i)
+        builder.append(ts, None, value)
+        out.append(bytearray(builder.build()))
+    return out
+
+
+def bench_one_record(args, work: str, res: Results) -> None:
+    n = args.one_record_appends
+    value = os.urandom(args.one_record_value_bytes)
+    cfg = log_config(args.segment_bytes)
+    reps = max(args.repeats, 3)
+    spreads = sorted({1, max(1, args.one_record_partitions)})
+    say(f"[5] one-record appends: {n:,} batches of one {args.one_record_value_bytes:,}-byte "
+        f"record, plain and idempotent, beside os.pwrite, to 1 and to "
+        f"{spreads[-1]} logs in turn; CPU time, best of {reps}")
+    runs = {(k, m): [] for k in ("pwrite", "plain", "idempotent") for m in spreads}
+    size = len(one_record_batches(1, value, False)[0])
+
+    def pwrite(m, r):
+        paths = [os.path.join(work, f"one-pwrite-{r}-{i}.bin") for i in range(m)]
+        fds = [os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+               for p in paths]
+        pool = one_record_batches(n, value, False)
+        try:
+            def loop(pw=os.pwrite):
+                ends = [0] * m
+                for i, b in enumerate(pool):
+                    f = i % m
+                    ends[f] += pw(fds[f], b, ends[f])
+            quiesce()
+            runs["pwrite", m].append(timed_both(loop)[1])
+        finally:
+            for fd in fds:
+                os.close(fd)
+            for p in paths:
+                os.unlink(p)
+
+    def appends(kind):
+        def run(m, r):
+            # each log's batches are its own producer's sequence (one
+            # producer per partition, as the workload's keyed records give)
+            pools = [one_record_batches(1 + -(-n // m), value, kind == "idempotent")
+                     for _ in range(m)]
+            top = os.path.join(work, f"one-{kind}-{r}")
+            logs = [PartitionLog.open(os.path.join(top, f"bench-{i}"), cfg) for i in range(m)]
+            try:
+                # Untimed, each log's first append: it writes the leader epoch's
+                # checkpoint (fsynced), which a broker's log has from becoming
+                # leader, before any Produce.
+                for log, pool in zip(logs, pools):
+                    log.append(pool[0])
+                order = [(logs[i % m].append, pools[i % m][1 + i // m]) for i in range(n)]
+
+                def loop():
+                    for append, b in order:
+                        append(b)
+                quiesce()
+                runs[kind, m].append(timed_both(loop)[1])
+                held = sum(log.log_end_offset for log in logs)
+                if held != n + m:
+                    raise RuntimeError(f"the logs hold {held} records, expected {n + m}")
+            finally:
+                for log in logs:
+                    log.close()
+                shutil.rmtree(top)
+        return run
+
+    variants = [pwrite, appends("plain"), appends("idempotent")]
+    for r in range(reps):
+        k = r % len(variants)
+        for m in spreads:
+            for variant in variants[k:] + variants[:k]:
+                variant(m, r)
+    us = {key: min(v) / n * 1e6 for key, v in runs.items()}
+    for m in spreads:
+        say(f"    {m} log(s), best: pwrite {us['pwrite', m]:.2f} us, append "
+            f"{us['plain', m]:.2f} us, idempotent append {us['idempotent', m]:.2f} us "
+            f"({size:,} bytes a batch)")
+        sfx, where = ("", "") if m == 1 else (f"_{m}_logs", f", {m} logs in turn")
+        res.add(f"one_record_pwrite_us{sfx}", 5,
+                f"os.pwrite of a one-record batch (ceiling){where}", us["pwrite", m], "us",
+                runs=runs["pwrite", m], note="process CPU time per call")
+        res.add(f"one_record_append_us{sfx}", 5, f"append of a one-record batch{where}",
+                us["plain", m], "us", baseline_key=f"one_record_pwrite_us{sfx}",
+                target_text="info", runs=runs["plain", m], note="process CPU time per append")
+        res.add(f"one_record_idempotent_append_us{sfx}", 5,
+                f"append of a one-record batch, idempotent producer{where}",
+                us["idempotent", m], "us", baseline_key=f"one_record_pwrite_us{sfx}",
+                target_text="info", runs=runs["idempotent", m],
+                note="process CPU time per append")
+
+
 # ---- plot ------------------------------------------------------------------------------
 
 def plot(res: Results, path: str, wl: Workload) -> bool:
@@ -653,6 +767,15 @@ def parse_args(argv):
     common.add_rounds(p, 3, flag="--repeats", help="runs per measurement (best kept)")
     common.add_quick(p, "tiny sizes for CI smoke tests (200k records, 4 MiB big log)")
     p.add_argument("--skip-big-log", action="store_true", help="skip test 4")
+    p.add_argument("--one-record-appends", type=int, default=50_000,
+                   help="one-record batches appended in each run of test 5")
+    p.add_argument("--one-record-value-bytes", type=int, default=1024,
+                   help="bytes of the one record's value in test 5")
+    p.add_argument("--one-record-partitions", type=int, default=100,
+                   help="test 5 also appends to this many logs in turn (the workload's "
+                        "partitions: a worker's appends go from one log to the next)")
+    p.add_argument("--only-one-record", action="store_true",
+                   help="run test 5 alone (seconds)")
     p.add_argument("--work-dir", default=None,
                    help="parent of the temporary data directory (default: the system temp "
                         "dir if it is on the repository's disk and not tmpfs, else benchmarks/)")
@@ -695,24 +818,29 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     try:
         n_batches = args.records // args.batch_records
-        wl = Workload(args.batch_records, args.value_bytes, args.pool_bytes, n_batches)
-        data_bytes = n_batches * wl.batch_size
-        free = shutil.disk_usage(work).free
-        if free < 2 * data_bytes + HEADROOM:
-            fit = max(1, int((free - HEADROOM) // (2 * wl.batch_size)))
-            if fit < 1 or free <= HEADROOM:
-                raise RuntimeError(f"only {human_bytes(free)} free in {work}")
-            warn(f"only {human_bytes(free)} free: tests 1-2 scaled down from {args.records:,} "
-                 f"to {fit * args.batch_records:,} records")
-            args.records = fit * args.batch_records
-        log_dir = bench_append(args, wl, work, res)
-        bench_read(args, wl, log_dir, res)
-        shutil.rmtree(os.path.dirname(log_dir), ignore_errors=True)
-        bench_crc(args, res)
-        if not args.skip_big_log:
-            bench_big_log(args, wl, work, res)
+        wl = Workload(args.batch_records, args.value_bytes, args.pool_bytes,
+                      1 if args.only_one_record else n_batches)
+        if args.only_one_record:
+            say("[1-4] skipped (--only-one-record)")
         else:
-            say("[4] big log: skipped (--skip-big-log)")
+            data_bytes = n_batches * wl.batch_size
+            free = shutil.disk_usage(work).free
+            if free < 2 * data_bytes + HEADROOM:
+                fit = max(1, int((free - HEADROOM) // (2 * wl.batch_size)))
+                if fit < 1 or free <= HEADROOM:
+                    raise RuntimeError(f"only {human_bytes(free)} free in {work}")
+                warn(f"only {human_bytes(free)} free: tests 1-2 scaled down from {args.records:,} "
+                     f"to {fit * args.batch_records:,} records")
+                args.records = fit * args.batch_records
+            log_dir = bench_append(args, wl, work, res)
+            bench_read(args, wl, log_dir, res)
+            shutil.rmtree(os.path.dirname(log_dir), ignore_errors=True)
+            bench_crc(args, res)
+            if not args.skip_big_log:
+                bench_big_log(args, wl, work, res)
+            else:
+                say("[4] big log: skipped (--skip-big-log)")
+        bench_one_record(args, work, res)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         shutil.rmtree(work, ignore_errors=True)

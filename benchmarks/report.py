@@ -203,6 +203,8 @@ def fmt_value(value, unit) -> str:
         return f"{value:.2f} GB/s"
     if unit == "ratio":
         return f"{value:.3f}x"
+    if unit == "us":
+        return f"{value:.2f} us"
     if unit == "ms":
         return f"{value:.3f} ms" if value < 10 else f"{value:,.1f} ms"
     if unit == "msg/s":

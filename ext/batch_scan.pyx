@@ -274,6 +274,40 @@ cdef class AppendScan:
             out.data.as_longlongs[i] = t[i * N_COLS + col]
         return out
 
+    def producer_rows(self):
+        """(producer id, producer epoch, first sequence, last sequence, base
+        offset, last offset, max timestamp, attributes, control type) of the
+        batches that carry a producer id, in order: what the producer state
+        checks and records (producer_state.py), read straight from the
+        table, a tuple per batch and no column copied out (one-record
+        batches of many partitions make this a per-append cost). The last
+        sequence wraps after INT32 max, and is the first one when that is
+        negative (no sequence), as Kafka's RecordBatch.lastSequence."""
+        cdef const int64_t *t
+        cdef Py_ssize_t i
+        cdef const int64_t *r
+        cdef int64_t seq, last_seq
+        cdef list out = []
+        if self.producer_batch_count == 0:
+            return out
+        # the array's own pointer: a typed memoryview of it costs more to
+        # set up than a one-batch append's rows take to read
+        t = <const int64_t *>self.table.data.as_longlongs
+        for i in range(self.batch_count):
+            r = &t[i * N_COLS]
+            if r[COL_PRODUCER_ID] < 0:
+                continue
+            seq = r[COL_BASE_SEQUENCE]
+            last_seq = seq
+            if seq >= 0:
+                last_seq = seq + (r[COL_LAST_OFFSET] - r[COL_BASE_OFFSET])
+                if last_seq > INT32_MAX:
+                    last_seq -= <int64_t>INT32_MAX + 1
+            out.append((r[COL_PRODUCER_ID], r[COL_PRODUCER_EPOCH], seq, last_seq,
+                        r[COL_BASE_OFFSET], r[COL_LAST_OFFSET], r[COL_MAX_TIMESTAMP],
+                        r[COL_ATTRIBUTES], r[COL_CONTROL_TYPE]))
+        return out
+
     def batches(self):
         """(position, size, last offset, max timestamp) per batch, as Python ints."""
         cdef const int64_t[::1] t = self.table

@@ -82,8 +82,6 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
-_INT32_MAX = 0x7FFFFFFF
-
 _flusher = BackgroundThread("kafkalite-flush")
 
 
@@ -294,21 +292,28 @@ class PartitionLog:
         and writes nothing. ``allow_control`` is for transaction markers
         written by the broker itself.
         """
-        self._check_open()
-        self._poll_flushes()
-        buf = records if _writable(records) else bytearray(records)
+        # The whole path runs once per Produce partition, most often for a
+        # batch of one record (issue 46): its common case makes no call it
+        # can do without (the checks below are _check_open's and
+        # _poll_flushes' own, a bytearray needs no _writable probe).
+        if self._closed:
+            self._check_open()
+        if self._pending_flushes:
+            self._poll_flushes()
+        buf = records if type(records) is bytearray or _writable(records) else bytearray(records)
         epoch = self._leader_epoch if leader_epoch is None else leader_epoch
         now = self._clock()
+        cfg = self.config
         scan = validate_for_append(
             buf, next_offset=self._log_end, leader_epoch=epoch,
-            max_batch_bytes=self.config.max_message_bytes, require_keys=self.config.compact,
-            log_append_time=now if self.config.log_append_time else -1,
+            max_batch_bytes=cfg.max_message_bytes, require_keys=cfg.compact,
+            log_append_time=now if cfg.log_append_time else -1,
             allow_control=allow_control)
         if scan.producer_batch_count and origin is AppendOrigin.CLIENT:
             original = self.producer_state.check(scan)
             if original is not None:
                 return LogAppendInfo(original[0], original[1], 0, 0, -1, -1, -1,
-                                     self._log_start, 0, None, duplicate=True)
+                                     self._log_start, 0, None, True)
         if allow_control:
             self.producer_state.check_marker(scan)
         if epoch > self.leader_epoch_cache.latest_epoch:
@@ -357,28 +362,31 @@ class PartitionLog:
         return self._write(buf, scan, self._clock())
 
     def _write(self, buf, scan, now: int) -> LogAppendInfo:
-        if scan.size_in_bytes > self.config.segment_bytes:
+        cfg = self.config
+        size, last_offset = scan.size_in_bytes, scan.last_offset
+        if size > cfg.segment_bytes:
             raise RecordListTooLargeError(
-                f"append of {scan.size_in_bytes} bytes to {self.name} is larger than "
-                f"segment.bytes ({self.config.segment_bytes})")
-        self._maybe_roll(scan.size_in_bytes, scan.last_offset, scan.max_timestamp, now)
-        self.active_segment.append(buf, scan)
-        self._log_end = scan.last_offset + 1
+                f"append of {size} bytes to {self.name} is larger than "
+                f"segment.bytes ({cfg.segment_bytes})")
+        seg = self._segments[-1]
+        if seg.should_roll(cfg, size, last_offset, scan.max_timestamp, now):
+            self.roll()
+            seg = self._segments[-1]
+        seg.append(buf, scan)
+        self._log_end = last_offset + 1
         if scan.producer_batch_count:
             for txn in self.producer_state.update(scan):
                 if txn.aborted:
-                    self._index_aborted(txn, self.active_segment)
+                    self._index_aborted(txn, seg)
         self._unflushed_messages += scan.record_count
-        if (self._unflushed_messages >= self.config.flush_messages
-                or now - self._last_flush_ms >= self.config.flush_ms):
+        if (self._unflushed_messages >= cfg.flush_messages
+                or now - self._last_flush_ms >= cfg.flush_ms):
             self.flush()
+        # positional: the fields in LogAppendInfo's order
         return LogAppendInfo(
-            first_offset=scan.first_offset, last_offset=scan.last_offset,
-            record_count=scan.record_count, batch_count=scan.batch_count,
-            max_timestamp=scan.max_timestamp,
-            offset_of_max_timestamp=scan.offset_of_max_timestamp,
-            log_append_time=now if self.config.log_append_time else -1,
-            log_start_offset=self._log_start, size_in_bytes=scan.size_in_bytes, scan=scan)
+            scan.first_offset, last_offset, scan.record_count, scan.batch_count,
+            scan.max_timestamp, scan.offset_of_max_timestamp,
+            now if cfg.log_append_time else -1, self._log_start, size, scan)
 
     def _index_aborted(self, txn: CompletedTxn, segment: LogSegment) -> None:
         """Record an aborted transaction in the index of the segment holding
@@ -397,24 +405,6 @@ class PartitionLog:
             segment = self._segments[self._segment_index(txn.last_offset)]
             if not segment.txn_index.has_entry_ending_at(txn.last_offset):
                 self._index_aborted(txn, segment)
-
-    def _maybe_roll(self, size: int, last_offset: int, max_timestamp: int, now: int) -> None:
-        seg = self.active_segment
-        if seg.is_empty:
-            return
-        cfg = self.config
-        # segment.ms counts in record time when the segment has a timestamp
-        # (the incoming batch's against its first batch's), as Kafka does, so
-        # old timestamps do not roll every append; otherwise in wall time.
-        if seg.first_batch_timestamp >= 0:
-            waited = max_timestamp - seg.first_batch_timestamp
-        else:
-            waited = now - seg.created_ms
-        if (seg.size + size > cfg.segment_bytes
-                or waited > cfg.segment_ms - cfg.segment_jitter_ms
-                or seg.offset_index.is_full() or seg.time_index.is_full()
-                or last_offset - seg.base_offset > _INT32_MAX):
-            self.roll()
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end (no-op if the active one

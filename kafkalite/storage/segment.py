@@ -71,6 +71,7 @@ _HEADER_SCAN_CHUNK = 64 * 1024
 # partition at most): a consumer at the log end finds its batch there, with
 # no index lookup and no header read. One further behind reads the index.
 _TAIL_BATCHES = 16
+_INT32_MAX = 0x7FFFFFFF        # an index entry's offset is relative to the base, in 4 bytes
 
 
 def _cut_short(data, at: int) -> bool:
@@ -367,6 +368,28 @@ class LogSegment:
 
     # ---- main write interface ------------------------------------------------------------
 
+    def should_roll(self, config: LogConfig, size: int, last_offset: int, max_timestamp: int,
+                    now: int) -> bool:
+        """Whether the log must roll before appending ``size`` bytes of
+        batches ending at ``last_offset`` to this (active) segment, by the
+        log's current ``config`` (Kafka's LogSegment.shouldRoll): never
+        when empty; when the bytes would pass segment.bytes, the segment is
+        older than segment.ms (less the jitter), an index is full, or an
+        offset would not fit the indexes' 32-bit relative offsets."""
+        if not self._size:
+            return False
+        # segment.ms counts in record time when the segment has a timestamp
+        # (the incoming batch's against its first batch's), as Kafka does, so
+        # old timestamps do not roll every append; otherwise in wall time.
+        if self.first_batch_timestamp >= 0:
+            waited = max_timestamp - self.first_batch_timestamp
+        else:
+            waited = now - self.created_ms
+        return (self._size + size > config.segment_bytes
+                or waited > config.segment_ms - config.segment_jitter_ms
+                or self.offset_index.is_full() or self.time_index.is_full()
+                or last_offset - self.base_offset > _INT32_MAX)
+
     def append(self, data, scan) -> None:
         """Write validated batches (``scan``: their AppendScan from
         validate_for_append) at the end of the file and index them. All or
@@ -378,18 +401,27 @@ class LogSegment:
         since = self._bytes_since_last_index_entry
         interval = self.config.index_interval_bytes
         max_ts, max_off = self.max_timestamp, self.offset_of_max_timestamp
+        tail, lasts = self._tail, self._tail_lasts
+        if self._tail_end != start:
+            del tail[:], lasts[:]          # what they held no longer ends at the file's end
         if scan.batch_count == 1:
             # one batch (a producer's batch per partition per request): its
-            # figures are the scan's own, without five columns copied out
-            batches = ((0, scan.size_in_bytes, scan.first_offset, scan.last_offset,
-                        scan.max_timestamp),)
+            # figures are the scan's own, no columns copied out, no loop
+            size, last, bmax = scan.size_in_bytes, scan.last_offset, scan.max_timestamp
+            tail.append((scan.first_offset, last, start, size))
+            lasts.append(last)
+            if bmax > max_ts:
+                max_ts, max_off = bmax, last
+            if since > interval:        # the rule of the loop below
+                self.offset_index.append(last, start)
+                self.time_index.maybe_append(max_ts, max_off)
+                since = 0
+            since += size
+            batches = ()
         else:
             batches = zip(scan.positions.tolist(), scan.sizes.tolist(),
                           scan.base_offsets.tolist(), scan.last_offsets.tolist(),
                           scan.max_timestamps.tolist())
-        tail, lasts = self._tail, self._tail_lasts
-        if self._tail_end != start:
-            del tail[:], lasts[:]          # what they held no longer ends at the file's end
         for pos, size, base, last, bmax in batches:
             tail.append((base, last, start + pos, size))
             lasts.append(last)
@@ -415,17 +447,22 @@ class LogSegment:
 
     def _write_at(self, data, position: int) -> None:
         fd = self.file.fileno()
-        view = memoryview(data).cast("B")
+        total = len(data) if type(data) is bytearray else memoryview(data).nbytes
         done = 0
         try:
-            while done < len(view):
-                done += os.pwrite(fd, view[done:], position + done)
+            # one pwrite of the whole buffer (a view of it only to resume a
+            # short write): one-record appends make this a per-batch cost
+            done = os.pwrite(fd, data, position)
+            if done < total:
+                view = memoryview(data).cast("B")
+                while done < total:
+                    done += os.pwrite(fd, view[done:], position + done)
         except OSError as exc:
             self._truncate_file(position)
             raise KafkaStorageError(
-                f"append to {self.path} failed after {done} of {len(view)} bytes: "
+                f"append to {self.path} failed after {done} of {total} bytes: "
                 f"{exc.strerror or exc}; the segment was rolled back to {position} bytes") from exc
-        self._size = position + len(view)
+        self._size = position + total
 
     def _truncate_file(self, size: int) -> None:
         self._tail_end = -1         # the batches kept in memory may be gone

@@ -131,6 +131,28 @@ def test_producer_fields_reported():
                                scan.max_timestamps[2])]
 
 
+def test_producer_rows_are_what_the_producer_state_records():
+    """producer_rows: the batches with a producer id, in order, as the
+    producer state reads them; the last sequence wraps after INT32 max as
+    Kafka's RecordBatch.lastSequence (and producer_state._last_sequence)."""
+    from kafkalite.storage.producer_state import _last_sequence
+    int32_max = 2**31 - 1
+    raws = [make_batch(2, producer_id=77, producer_epoch=3, base_sequence=10),
+            make_batch(1),
+            make_batch(4, producer_id=78, producer_epoch=0, base_sequence=int32_max - 1),
+            make_batch(1, producer_id=79, producer_epoch=2, base_sequence=-1)]
+    scan = validate_for_append(concat(*raws), next_offset=100)
+    rows = scan.producer_rows()
+    ts = list(scan.max_timestamps)
+    attrs = list(scan.attributes)
+    assert rows == [(77, 3, 10, 11, 100, 101, ts[0], attrs[0], -1),
+                    (78, 0, int32_max - 1, 1, 103, 106, ts[2], attrs[2], -1),
+                    (79, 2, -1, -1, 107, 107, ts[3], attrs[3], -1)]
+    assert [r[3] for r in rows] == [_last_sequence(r[2], r[5] - r[4]) for r in rows]
+    # a producer-less append has none, without a look at the table
+    assert validate_for_append(concat(make_batch(1)), next_offset=0).producer_rows() == []
+
+
 def test_log_append_time_stamps_batches_and_recomputes_crc():
     raws = [make_batch(3, codec=0, ts=100), make_batch(2, codec=3, ts=10_000)]
     buf = concat(*raws)

@@ -20,6 +20,7 @@ def test_quick_run_reports_every_figure(tmp_path):
     figures = json.loads((out / "results.json").read_text())["figures"]
     assert sorted(figures) == sorted(f"{client}_linger5_{what}"
                                      for client in ("confluent", "kafkalite")
-                                     for what in ("requests_per_s", "records_per_request"))
+                                     for what in ("requests_per_s", "records_per_request",
+                                                  "worker_cpu_us_per_request"))
     assert all(f["value"] > 0 for f in figures.values())
     assert "records a request" in (out / "results.md").read_text()

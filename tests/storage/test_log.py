@@ -167,6 +167,25 @@ def test_segment_ms_rolls_by_record_time(open_log):
     assert len(plog.segments) == 2 and plog.active_segment.base_offset == 2
 
 
+def test_a_topic_config_change_rolls_by_the_new_segment_settings(open_log):
+    """The broker swaps a live log's config when the topic's is altered
+    (replica_manager.become_leader): the active segment, opened under the
+    old one, rolls by the new segment.bytes and segment.ms at the next
+    append."""
+    plog = open_log()
+    for i in range(5):
+        plog.append(batch([b"x" * 100], timestamp=1000 + i))
+    assert len(plog.segments) == 1
+    plog.config = LogConfig.from_properties({"segment.bytes": 300})
+    plog.append(batch([b"x" * 100], timestamp=1010))
+    assert len(plog.segments) == 2 and plog.active_segment.base_offset == 5
+    plog.config = LogConfig.from_properties({"segment.ms": 50})
+    plog.append(batch([b"y"], timestamp=1020))
+    assert len(plog.segments) == 2
+    plog.append(batch([b"z"], timestamp=1100))
+    assert len(plog.segments) == 3 and plog.active_segment.base_offset == 7
+
+
 def test_offset_for_timestamp_matches_a_brute_force_model(open_log):
     rng = random.Random(7)
     plog = open_log(segment_bytes=3000, index_interval_bytes=200)

@@ -764,6 +764,12 @@ class ReplicaManager:
         ``on_failed({key: KafkaError})`` for those that did not in
         ``timeout_ms``, whose leadership moved away meanwhile, or whose ISR
         fell below ``min.insync.replicas``."""
+        if all(part.high_watermark >= end and part.is_leader and not part.log.closed
+               for part, end in appended.values()):
+            # committed as it was appended (the leader alone in the ISR, the
+            # common case): answered without a DelayedProduce, which would
+            # find it satisfied with no failure
+            return response
         produce = DelayedProduce(
             ctx, time.monotonic() + max(timeout_ms, 0) / 1000.0,
             {k: p for k, (p, _) in appended.items()},
