@@ -88,6 +88,11 @@ SETTINGS: dict[str, Setting] = {
     "remote_log_storage_s3_endpoint": Setting(
         "The S3 API's URL, for object storage other than AWS's (MinIO, Ceph, ...); "
         "\"\": AWS's."),
+    "remote_fetch_max_wait_ms": Setting(
+        "How long a Fetch or ShareFetch that needs remote segments waits for their downloads "
+        "before it is answered without those partitions' records (KIP-1018).",
+        ("remote.fetch.max.wait.ms",),
+        "Kafka's is also dynamic; kafkalite's is read at start"),
     "remote_list_offsets_request_timeout_ms": Setting(
         "How long a ListOffsets by timestamp that needs remote segments waits for their "
         "downloads when the request gives no `timeout_ms` of its own (ListOffsets before v10, "
@@ -367,6 +372,7 @@ class ServerConfig:
     remote_log_storage_dir: str = ""
     remote_log_storage_s3_bucket: str = ""
     remote_log_storage_s3_endpoint: str = ""
+    remote_fetch_max_wait_ms: int = 500
     remote_list_offsets_request_timeout_ms: int = 30_000
     host: str = "127.0.0.1"
     advertised_host: str = ""
@@ -480,7 +486,7 @@ class ServerConfig:
                 f"default_partitions must be at least 1, not {self.default_partitions!r}")
         for name in ("default_replication_factor", "replica_lag_time_max_ms",
                      "replica_fetch_wait_max_ms", "leader_imbalance_check_interval_seconds",
-                     "remote_list_offsets_request_timeout_ms",
+                     "remote_fetch_max_wait_ms", "remote_list_offsets_request_timeout_ms",
                      "broker_session_timeout_ms",
                      "offsets_topic_num_partitions",
                      "group_min_session_timeout_ms",

@@ -260,8 +260,8 @@ _ACCEPTED = "stored and described; kafkalite does not act on it"
 _NO_REMOTE_TUNING = ("stored and described; kafkalite's tiered storage copies on one thread per "
                      "worker without a rate limit, and reads on a pool of 10 threads into a cache "
                      "of 4 segments (1 GiB at most) a partition, its bounds fixed: a remote fetch "
-                     "waits up to 500 ms and a ListOffsets on remote segments up to its own "
-                     "timeout_ms (v10), else the server's "
+                     "waits up to the server's `remote_fetch_max_wait_ms` and a ListOffsets on "
+                     "remote segments up to its own timeout_ms (v10), else the server's "
                      "`remote_list_offsets_request_timeout_ms`")
 _THREADS = ("stored and described; kafkalite runs a worker process per broker and sizes "
             "its threads itself")
@@ -322,8 +322,12 @@ _OTHER_DYNAMIC = [
     _key("remote.log.index.file.cache.total.size.bytes", "long", 1073741824,
          "Disk space of the remote log index cache.", _CW, lo=1,
          effect=_NO_REMOTE_TUNING),
-    _key("remote.fetch.max.wait.ms", "int", 500, "Longest wait of a remote fetch.", _CW, lo=1,
-         effect=_NO_REMOTE_TUNING),
+    # acted on as the server's setting (STATIC_BROKER_CONFIG, _STATIC_OF_DYNAMIC)
+    _key("remote.fetch.max.wait.ms", "int", 500,
+         "How long a Fetch or ShareFetch waits for the remote segments it needs before it is "
+         "answered without their records.", _CW, lo=1,
+         effect=_ACCEPTED + " dynamically (the server's `remote_fetch_max_wait_ms`, read at "
+         "start, applies)"),
     _key("remote.log.manager.copy.max.bytes.per.second", "long", LONG_MAX,
          "Copy rate to remote storage.", _CW, lo=1, effect=_NO_REMOTE_TUNING),
     _key("remote.log.manager.fetch.max.bytes.per.second", "long", LONG_MAX,
@@ -500,6 +504,7 @@ _SERVER_SETTINGS = {
 # Dynamic configs kafkalite acts on as server settings, read at start: their
 # STATIC_BROKER_CONFIG values, Kafka name -> ServerConfig field.
 _STATIC_OF_DYNAMIC = {
+    "remote.fetch.max.wait.ms": "remote_fetch_max_wait_ms",
     "remote.list.offsets.request.timeout.ms": "remote_list_offsets_request_timeout_ms",
 }
 # Kafka names config.py's loader takes that are not broker configs in Kafka

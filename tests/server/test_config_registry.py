@@ -286,7 +286,7 @@ def test_a_brokers_entries_give_sources_synonyms_and_hide_passwords():
 
 def test_static_configs_are_the_servers_settings_under_kafkas_names():
     config = ServerConfig(offsets_topic_num_partitions=16, default_partitions=1,
-                          remote_list_offsets_request_timeout_ms=500,
+                          remote_list_offsets_request_timeout_ms=500, remote_fetch_max_wait_ms=700,
                           topic_defaults={"retention.ms": "86400000"})
     broker = registry.BrokerInfo(3, "PLAINTEXT://127.0.0.1:9103", "PLAINTEXT://h:9103",
                                  "node-2", "h:7092")
@@ -296,6 +296,7 @@ def test_static_configs_are_the_servers_settings_under_kafkas_names():
     assert static["log.retention.ms"] == "86400000"
     # a dynamic config kafkalite reads from the server's file
     assert static["remote.list.offsets.request.timeout.ms"] == "500"
+    assert static["remote.fetch.max.wait.ms"] == "700"
     assert "remote.list.offsets.request.timeout.ms" not in registry.static_configs(
         ServerConfig(), None)
     assert (static["broker.id"], static["node.id"], static["broker.rack"]) == ("3", "3", "node-2")

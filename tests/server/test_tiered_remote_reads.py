@@ -460,8 +460,8 @@ def test_a_remote_offset_lookup_past_its_timeout_is_request_timed_out(slow_s3_se
 @pytest.fixture
 def short_lookup_server(slow_s3_server, tmp_path):
     """A second server on the slow store (a bucket of its own behind the
-    same relay) with ``remote.list.offsets.request.timeout.ms = 500`` in
-    its config file."""
+    same relay) with ``remote.list.offsets.request.timeout.ms = 500`` and
+    ``remote.fetch.max.wait.ms = 10000`` in its config file."""
     import boto3
     boto3.client("s3", endpoint_url=slow_s3_server.s3_endpoint).create_bucket(
         Bucket="short-lookups")
@@ -470,7 +470,8 @@ def short_lookup_server(slow_s3_server, tmp_path):
                       'remote_log_storage_s3_bucket = "short-lookups"\n'
                       'remote_log_storage_s3_endpoint = '
                       f'"http://127.0.0.1:{slow_s3_server.relay.port}"\n'
-                      '"remote.list.offsets.request.timeout.ms" = 500\n')
+                      '"remote.list.offsets.request.timeout.ms" = 500\n'
+                      '"remote.fetch.max.wait.ms" = 10000\n')
     srv = ServerProcess(str(tmp_path / "data"), workers=1,
                         extra_args=["--config", str(config)]).start()
     srv.relay = slow_s3_server.relay
@@ -503,6 +504,35 @@ def test_a_remote_offset_lookup_without_a_timeout_waits_the_servers_setting(
             assert 0.45 <= took < DELAY_S * 0.75, f"answered after {took:.2f} s"
     finally:
         srv.relay.delay = 0.0
+
+
+def test_a_remote_fetch_waits_the_servers_setting(short_lookup_server, topic_name):
+    """remote.fetch.max.wait.ms = 10000 in the server's config: a Fetch of
+    records only a slow remote segment holds (the store answering after
+    DELAY_S) waits for the download and is answered with them, where
+    Kafka's default 500 ms answers it at once without records."""
+    srv = short_lookup_server
+    _tiered_with_timestamps(srv, topic_name)
+    [broker] = srv.info["kafka_brokers"]
+    wire = KafkaWire(f"127.0.0.1:{broker['port']}", timeout=60)
+    srv.relay.delay = DELAY_S
+    try:
+        started = time.monotonic()
+        r = wire.request(ApiKey.FETCH, 12, {
+            "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic_name, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        took = time.monotonic() - started
+    finally:
+        srv.relay.delay = 0.0
+        wire.close()
+    [p] = r["responses"][0]["partitions"]
+    assert p["error_code"] == 0, p
+    assert p["records"], f"answered after {took:.2f} s without the remote records"
+    assert took >= DELAY_S * 0.75, f"answered after {took:.2f} s"
 
 
 def test_a_share_fetch_of_remote_records_does_not_hold_up_the_workers_other_partitions(

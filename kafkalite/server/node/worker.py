@@ -155,6 +155,7 @@ class Worker:
         self.replica_manager.replica_lag_time_max_ms = config.replica_lag_time_max_ms
         self.replica_manager.remote_list_offsets_request_timeout_ms = \
             config.remote_list_offsets_request_timeout_ms
+        self.replica_manager.remote_fetch_max_wait_ms = config.remote_fetch_max_wait_ms
         # Iceberg topics' tables: the catalog (a cluster's) and the warehouse
         self.replica_manager.iceberg_tables = (
             config.iceberg_catalog_uri, config.iceberg_warehouse, config.iceberg_unshared,

@@ -320,6 +320,9 @@ class ReplicaManager:
         # a ListOffsets' wait for remote segments without a timeout_ms of its
         # own (the worker sets the server's remote_list_offsets_request_timeout_ms)
         self.remote_list_offsets_request_timeout_ms = REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS
+        # a Fetch's or ShareFetch's wait for remote segments (the worker sets
+        # the server's remote_fetch_max_wait_ms)
+        self.remote_fetch_max_wait_ms = REMOTE_FETCH_MAX_WAIT_MS
         self._proposals: list[Partition] = []
         # partitions this broker leads that have followers (ISR upkeep)
         self.led_with_followers: set[tuple[str, int]] = set()
@@ -1055,7 +1058,7 @@ class ReplicaManager:
             # as Kafka's DelayedRemoteFetch: whatever min_bytes says, the
             # answer waits for the remote reads, up to remote.fetch.max.wait.ms
             self._await_remote_reads(
-                ctx, body, time.monotonic() + REMOTE_FETCH_MAX_WAIT_MS / 1000.0, downloads)
+                ctx, body, time.monotonic() + self.remote_fetch_max_wait_ms / 1000.0, downloads)
             return DEFERRED
         min_bytes = max(body.get("min_bytes", 1), 1)
         wait_ms = body.get("max_wait_ms", 0)

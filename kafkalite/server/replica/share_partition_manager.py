@@ -52,7 +52,7 @@ from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages.share_records import ACKNOWLEDGED, AVAILABLE
-from kafkalite.server.replica.purgatory import REMOTE_FETCH_MAX_WAIT_MS, DelayedFetch
+from kafkalite.server.replica.purgatory import DelayedFetch
 from kafkalite.server.replica.share_dead_letters import DeadLetterWriter
 from kafkalite.server.replica.share_partition import InFlight, SharePartition, legacy_state_name
 from kafkalite.server.network.requests import DEFERRED
@@ -400,7 +400,7 @@ class SharePartitionManager:
             # as a fetch's DelayedRemoteFetch: whatever min_bytes says, the
             # answer waits for the remote segments being downloaded for it,
             # up to remote.fetch.max.wait.ms (then without their records)
-            keys, wait_ms = keys + downloads, REMOTE_FETCH_MAX_WAIT_MS
+            keys, wait_ms = keys + downloads, self.rm.remote_fetch_max_wait_ms
         elif (total >= max(body.get("min_bytes", 1), 1) or wait_ms <= 0 or not keys
                 or budget[1] <= 0):
             return self._after_write(ctx, touched + _holders(got), answers,
