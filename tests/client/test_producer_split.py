@@ -144,6 +144,20 @@ def test_bulk_batches_are_split_and_reported_once_per_record(server, topic_name)
     assert len(by_offset) == 500
 
 
+def _known_then_forgotten(server, topic: str, p) -> None:
+    """The worker takes a record of ``p`` (it knows the producer), then
+    DeleteRecords past it makes the worker forget the producer: its next
+    batch is taken whatever its sequence."""
+    from kafkalite.client import AdminClient, TopicPartition
+    p.produce(topic, b"first", partition=0)
+    assert p.flush(30) == 0
+    admin = AdminClient(server.config())
+    try:
+        for f in admin.delete_records([TopicPartition(topic, 0, 1)]).values():
+            assert f.result().low_watermark == 1
+    finally:
+        admin.close()
+
 def test_a_single_record_larger_than_the_topic_allows_still_fails(server, topic_name):
     create(server, topic_name, 1, **{"max.message.bytes": "2000"})
     p = Producer(server.config(**{"linger.ms": 20}))
@@ -171,20 +185,12 @@ def test_a_refused_batch_overtaken_after_the_worker_forgot_the_producer_fails(
     record reported delivered is in the log, in order, where its report
     says. The workers are stopped while the two batches go out, so that
     both are on their way before the first is answered."""
-    from kafkalite.client import AdminClient, TopicPartition
     create(own_server, topic_name, 1, **{"max.message.bytes": "200000"})
     p = Producer(own_server.config(**{"linger.ms": 0, "batch.size": 250_000,
                                       "max.request.size": 300_000,
                                       "kafkalite.transport": transport}))
     try:
-        p.produce(topic_name, b"first", partition=0)
-        assert p.flush(30) == 0               # the worker knows the producer now
-        admin = AdminClient(own_server.config())
-        try:
-            for f in admin.delete_records([TopicPartition(topic_name, 0, 1)]).values():
-                assert f.result().low_watermark == 1    # ... and forgets it
-        finally:
-            admin.close()
+        _known_then_forgotten(own_server, topic_name, p)
         delivered, failed, report = reports()
         pids = own_server.worker_pids()
         for pid in pids:
@@ -225,7 +231,6 @@ def test_a_record_too_large_in_an_overtaken_batch_strands_no_later_sequence(own_
     until delivery.timeout.ms (the fault test's stall of 2026-11-28: the
     worker at sequence 7705, the producer sending 7709 and on). Every
     record after the overtaken batch must be delivered."""
-    from kafkalite.client import AdminClient, TopicPartition
     create(own_server, topic_name, 1, **{"max.message.bytes": "200000"})
     # batches close by size or flush() alone (linger.ms), and a stranded
     # one fails within the test (delivery.timeout.ms)
@@ -233,14 +238,7 @@ def test_a_record_too_large_in_an_overtaken_batch_strands_no_later_sequence(own_
                                       "max.request.size": 300_000,
                                       "delivery.timeout.ms": 20_000}))
     try:
-        p.produce(topic_name, b"first", partition=0)
-        assert p.flush(30) == 0               # the worker knows the producer now
-        admin = AdminClient(own_server.config())
-        try:
-            for f in admin.delete_records([TopicPartition(topic_name, 0, 1)]).values():
-                assert f.result().low_watermark == 1    # ... and forgets it
-        finally:
-            admin.close()
+        _known_then_forgotten(own_server, topic_name, p)
         outcome = {}
 
         def report(err, msg):
