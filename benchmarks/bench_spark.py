@@ -582,6 +582,7 @@ def main(argv=None) -> int:
 
     res = Results()
     server = spark = None
+    own_session = False
     started = time.perf_counter()
     try:
         server = ServerProcess(os.path.join(work, "data"), workers=2).start()
@@ -605,7 +606,7 @@ def main(argv=None) -> int:
         if rows != args.records:
             raise RuntimeError(f"the consumer read {rows} records, not {args.records}")
         say(f"  parquet file {human_bytes(os.path.getsize(parquet))}")
-        spark = common.spark_session("kafkalite-bench")
+        spark, own_session = common.spark_session("kafkalite-bench")
         kafkalite_spark.register(spark)
         spark.dataSource.register(naive_source_class())
         spark.dataSource.register(ceiling_source_class())
@@ -707,7 +708,7 @@ def main(argv=None) -> int:
         traceback.print_exc()
         return 1
     finally:
-        if spark is not None:
+        if own_session:
             spark.stop()
         if server is not None:
             server.stop()

@@ -267,10 +267,18 @@ __all__ = ["Row", "Rounds", "add_dirs", "add_json", "add_quick", "add_rounds", "
 
 
 def spark_session(app: str):
-    """The local SparkSession the Spark benchmarks measure with (2 cores,
-    no UI, 4 shuffle partitions, a 2 GB driver, Python workers reused),
-    its log cut to errors."""
+    """(session, started): the local SparkSession the Spark benchmarks
+    measure with (2 cores, no UI, 4 shuffle partitions, a 2 GB driver,
+    Python workers reused), its log cut to errors, and started True; or the
+    session already running in this process, as it is, and started False.
+    The test suite runs a --quick benchmark in its shared session (a JVM's
+    start was a third of the smoke run): that session's confs are the
+    suite's (builder options given to getOrCreate would overwrite them for
+    every later test), and the caller stops only a session it started."""
     from pyspark.sql import SparkSession
+    running = SparkSession.getActiveSession()
+    if running is not None:
+        return running, False
     spark = (SparkSession.builder.master("local[2]").appName(app)
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
@@ -279,4 +287,4 @@ def spark_session(app: str):
              .config("spark.python.worker.reuse", "true")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return spark, True
