@@ -141,6 +141,7 @@ def main(argv=None) -> int:
     from kafkalite.launcher import ServerProcess
     work = tempfile.mkdtemp(prefix="bench-spark-iceberg-", dir=args.work_dir)
     server = spark = None
+    own_session = False
     try:
         server = ServerProcess(os.path.join(work, "data"), workers=2).start()
         configs = {"iceberg.mode": "key_value", "iceberg.target.lag.ms": str(args.lag_ms)}
@@ -168,7 +169,7 @@ def main(argv=None) -> int:
             produce(server, args, tail, records)
             print(f"{tail:,} more records in the topic only")
 
-        spark = common.spark_session("bench-spark-iceberg")
+        spark, own_session = common.spark_session("bench-spark-iceberg")
         kafkalite_spark.register(spark)
         rest = server.info["iceberg_rest"]
         from pyiceberg.catalog import load_catalog
@@ -214,7 +215,7 @@ def main(argv=None) -> int:
             f"{q}: " + ", ".join(f"{r:.2f}x" for r in rs) for q, rs in ratios.items()))
         return 0
     finally:
-        if spark is not None:
+        if own_session:
             spark.stop()
         if server is not None:
             server.stop()

@@ -146,10 +146,11 @@ def group_name(topic_name):
 # full run: the README walk, the SparkSession's tests, clusters, kill loops,
 # the benchmark smokes that start peers), by prefix, the longest first (a
 # full run of 2026-11-28: the walk 5.4 minutes of one process, Spark's 4,
-# the Spark benchmark's smoke 2); `--durations=30` shows when to add one.
+# and the Spark benchmarks' smoke runs, in the Spark group since);
+# `--durations=30` shows when to add one.
 LONGEST_GROUPS = (
     "readme_walk", "spark", "tests/server/test_cluster_",
-    "tests/benchmarks/test_bench_spark_smoke.py", "tests/server/test_replication.py",
+    "tests/server/test_replication.py",
     "tests/streams/test_bench_streams_smoke.py", "tests/server/test_share_groups.py",
     "tests/benchmarks/test_harness.py", "bench-harness", "tests/benchmarks/test_bench_",
     "share_confluent", "acls", "security", "tests/server/test_quotas.py",

@@ -1,5 +1,7 @@
-"""Smoke test of benchmarks/bench_spark.py: the --quick run completes,
-returns 0 and writes every figure, the Markdown table and the plot.
+"""Smoke tests of benchmarks/bench_spark.py (the --quick run completes,
+returns 0 and writes every figure, the Markdown table and the plot) and
+benchmarks/bench_spark_iceberg.py (its --quick run reads the Iceberg topic
+both ways, each answer checked by the script).
 
 It runs the benchmark's main in this process, in the Spark tests' shared
 session (the fixture ``spark``): run as a script, it started a JVM of its
@@ -39,23 +41,34 @@ RATIOS = [f"kafkalite_vs_{peer}_{op}" for peer in ("ceiling", "parquet", "naive"
 SCRIPT_MODULES = ("common", "report")
 
 
-@pytest.fixture
-def bench_spark(monkeypatch):
+def _script(monkeypatch, name: str):
+    """benchmarks/<name>.py as a module, loaded as the script runs (its
+    directory on sys.path), its environment and modules put back after."""
     # the script sets these for the Spark workers it would start; the test
     # process keeps its own
-    for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH"):
-        monkeypatch.setenv(name, os.environ.get(name, ""))
+    for var in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH"):
+        monkeypatch.setenv(var, os.environ.get(var, ""))
     monkeypatch.syspath_prepend(str(BENCHMARKS))
-    saved = {name: sys.modules.pop(name) for name in SCRIPT_MODULES if name in sys.modules}
+    saved = {m: sys.modules.pop(m) for m in SCRIPT_MODULES if m in sys.modules}
     try:
-        spec = importlib.util.spec_from_file_location("bench_spark", BENCHMARKS / "bench_spark.py")
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         yield module
     finally:
-        for name in SCRIPT_MODULES:
-            sys.modules.pop(name, None)
+        for m in SCRIPT_MODULES:
+            sys.modules.pop(m, None)
         sys.modules.update(saved)
+
+
+@pytest.fixture
+def bench_spark(monkeypatch):
+    yield from _script(monkeypatch, "bench_spark")
+
+
+@pytest.fixture
+def bench_spark_iceberg(monkeypatch):
+    yield from _script(monkeypatch, "bench_spark_iceberg")
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs a Java runtime")
@@ -89,3 +102,19 @@ def test_quick_run_writes_every_figure(spark, bench_spark, tmp_path, capsys):
     assert {key: spark.conf.get(key) for key in confs} == confs
     assert spark.range(3).count() == 3
     assert not spark.catalog.listTables(), "the run left a table or view behind"
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="Spark needs a Java runtime")
+def test_iceberg_quick_run_reads_the_table_both_ways(spark, bench_spark_iceberg, tmp_path,
+                                                     capsys):
+    """The script checks each reader's answer against the records it
+    produced (it raises otherwise) and prints each query's ratio."""
+    code = bench_spark_iceberg.main(["--quick", "--partitions", "2",
+                                     "--work-dir", str(tmp_path)])
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, f"stdout:\n{stdout}\nstderr:\n{stderr[-5000:]}"
+    assert "20,000 records of 100 B over 2 partitions" in stdout
+    for query in ("count", "groupBy(key).count()", "scan sum(length(value))"):
+        assert f"  {query}" in stdout and f"{query}: " in stdout, query
+    assert not any(tmp_path.iterdir()), "the data directory is removed"
+    assert spark.range(3).count() == 3      # the shared session outlives the run
