@@ -196,7 +196,9 @@ def test_a_follower_lists_the_store_only_while_it_waits_for_copies(tmp_path):
             s3.stop_before = lambda method, path: bool(
                 method == "GET" and path.rstrip("/") == "/follower" and lists.append(path))
             producer = ck.Producer({**_kafka(srv), "acks": "all", "linger.ms": 0})
-            window_s, started = 15.0, time.monotonic()
+            # 6 s: the old refresh (each second) LISTed 5-6 times, the idle
+            # one (each 30 s) at most once
+            window_s, started = 6.0, time.monotonic()
             sent = 0
             while time.monotonic() - started < window_s:
                 producer.produce(topic, b"%06d:" % (COUNT + sent), partition=0)
