@@ -26,10 +26,11 @@ FIGURES = [
     "crc_sw_gb_per_s", "crc_dispatch_gb_per_s",
     # 4. append at a small log vs a big log
     "small_log_append_mb_per_s", "big_log_append_mb_per_s", "big_vs_small_log_ratio",
-    # 5. one-record appends (plain, idempotent) beside os.pwrite, to 1 log and to 100 in turn
+    # 5. one-record appends (plain, idempotent) beside os.pwrite, to 1 log and to
+    # --quick's 10 in turn (100 by default)
     "one_record_pwrite_us", "one_record_append_us", "one_record_idempotent_append_us",
-    "one_record_pwrite_us_100_logs", "one_record_append_us_100_logs",
-    "one_record_idempotent_append_us_100_logs",
+    "one_record_pwrite_us_10_logs", "one_record_append_us_10_logs",
+    "one_record_idempotent_append_us_10_logs",
 ]
 
 TARGETED = ["append_records_per_s", "append_vs_plain_write_ratio", "read_decode_records_per_s",
