@@ -307,6 +307,16 @@ def _check_whole(srv, topic, producer, s3) -> None:
         "the read from offset 0 started in the remote part"
 
 
+def _gone(pid: int) -> bool:
+    """The process ``pid`` exited (a zombie, or reaped: its /proc entry gone,
+    which it may be between a look for it and the read of its stat)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:         # FileNotFoundError, or ProcessLookupError mid-read
+        return True
+
+
 # ---- the tests ----------------------------------------------------------------------------
 
 def test_kill_9_of_the_copying_worker_loses_no_segment_and_leaves_no_orphan(tmp_path):
@@ -339,9 +349,7 @@ def test_kill_9_of_the_copying_worker_loses_no_segment_and_leaves_no_orphan(tmp_
                 time.sleep(rng.uniform(0, 0.3))     # the random point, not a wait for a state
                 pid = srv.worker_pid(leader)
                 os.kill(pid, signal.SIGKILL)
-                wait_until(lambda: not os.path.exists(f"/proc/{pid}") or
-                           open(f"/proc/{pid}/stat").read().split()[2] == "Z", 10,
-                           "the killed worker gone")
+                wait_until(lambda: _gone(pid), 10, "the killed worker gone")
                 # what the kill interrupted, before the restarted worker cleans it up
                 unfinished = [e for e in _metadata(directory)
                               if e["state"] == "COPY_SEGMENT_STARTED"]
