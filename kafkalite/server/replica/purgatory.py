@@ -30,14 +30,6 @@ from kafkalite import errors
 
 log = logging.getLogger("kafkalite.purgatory")
 
-# How long what waits for remote downloads waits at most, the defaults of
-# the server's settings that replace them (ReplicaManager's attributes): a
-# fetch (or share fetch), Kafka's remote.fetch.max.wait.ms (KIP-1018,
-# remote_fetch_max_wait_ms), and a ListOffsets without a v10 timeout_ms,
-# Kafka's remote.list.offsets.request.timeout.ms (KIP-1075,
-# remote_list_offsets_request_timeout_ms).
-REMOTE_FETCH_MAX_WAIT_MS = 500
-REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS = 30_000
 
 
 class DelayedOperation:

@@ -142,9 +142,8 @@ from kafkalite.server.replica.partition import (EARLIEST_LOCAL_TIMESTAMP,
                                                 EARLIEST_PENDING_UPLOAD_TIMESTAMP,
                                                 LATEST_TIERED_TIMESTAMP, Partition)
 from kafkalite.server.network.per_partition import Shape, each_partition
-from kafkalite.server.replica.purgatory import (REMOTE_FETCH_MAX_WAIT_MS,
-                                                REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS,
-                                                DelayedDeleteRecords, DelayedFetch, DelayedProduce,
+from kafkalite.server.config import ServerConfig
+from kafkalite.server.replica.purgatory import (DelayedDeleteRecords, DelayedFetch, DelayedProduce,
                                                 DelayedRemoteFetch, DelayedRemoteListOffsets,
                                                 Purgatory)
 from kafkalite.server.network.requests import DEFERRED, NO_RESPONSE, RequestContext
@@ -319,10 +318,11 @@ class ReplicaManager:
         self.replica_lag_time_max_ms = 30_000
         # a ListOffsets' wait for remote segments without a timeout_ms of its
         # own (the worker sets the server's remote_list_offsets_request_timeout_ms)
-        self.remote_list_offsets_request_timeout_ms = REMOTE_LIST_OFFSETS_REQUEST_TIMEOUT_MS
+        self.remote_list_offsets_request_timeout_ms = \
+            ServerConfig.remote_list_offsets_request_timeout_ms
         # a Fetch's or ShareFetch's wait for remote segments (the worker sets
         # the server's remote_fetch_max_wait_ms)
-        self.remote_fetch_max_wait_ms = REMOTE_FETCH_MAX_WAIT_MS
+        self.remote_fetch_max_wait_ms = ServerConfig.remote_fetch_max_wait_ms
         self._proposals: list[Partition] = []
         # partitions this broker leads that have followers (ISR upkeep)
         self.led_with_followers: set[tuple[str, int]] = set()
