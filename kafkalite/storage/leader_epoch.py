@@ -156,6 +156,16 @@ class LeaderEpochFileCache:
                 return e, nxt_offset
         raise AssertionError("unreachable: entries are sorted")
 
+    def epoch_for(self, offset: int) -> int:
+        """The epoch ``offset`` was written in (Kafka's epochForOffset: the
+        latest epoch starting at or before it), -1 when none does."""
+        epoch = UNDEFINED_EPOCH
+        for e, start in self._entries:
+            if start > offset:
+                break
+            epoch = e
+        return epoch
+
     def truncate_from_end(self, end_offset: int, keep_at_end: bool = True) -> None:
         """The log now ends at ``end_offset``: drop epochs that start after it.
 

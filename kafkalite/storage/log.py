@@ -639,6 +639,10 @@ class PartitionLog:
                     return found
         return None
 
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch ``offset`` was written in, -1 when unknown."""
+        return self.leader_epoch_cache.epoch_for(offset)
+
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset) -- see LeaderEpochFileCache."""
         return self.leader_epoch_cache.end_offset_for(epoch, self._log_end)

@@ -16,13 +16,14 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat.compat_helpers import KafkaWire
-from harness import ServerProcess, read_all, stop_server, wait_until
+from harness import ServerProcess, read_all, run_cli, stop_server, wait_until
 from moto_s3 import moto_s3
+from replicas import create, state
 from kafkalite.protocol import ApiKey
 from kafkalite.storage.remote.s3_storage import S3RemoteStorage
 from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
 
-EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -4, -5, -6
+LATEST, EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -4, -5, -6
 UNSUPPORTED_VERSION = 35
 COUNT = 3000
 
@@ -180,6 +181,64 @@ def test_earliest_pending_upload_follows_the_copies_as_kafka_answers_it(tiered_s
                                              LATEST_TIERED, version=11, answers=True)
     assert pending["error_code"] == 0 and pending["leader_epoch"] >= 0
     assert pending["offset"] == latest_tiered["offset"] + 1 >= last_tiered + 1 > local - 1
+
+
+def test_list_offsets_answer_the_epoch_each_offset_was_written_in(tiered_server, topic_name):
+    """The leader epoch beside a ListOffsets offset, as Kafka's UnifiedLog
+    gives it: for the earliest, earliest-local and latest-tiered offsets
+    and a timestamp's, the epoch that offset was written in (a consumer
+    seeking there validates its position against it, KIP-320); for the
+    latest, the current one. Half the records are written under broker
+    0's leadership, the rest after broker 1 is elected; the first half is
+    remote only by then."""
+    srv, half = tiered_server, COUNT // 2
+    create(srv, topic_name, assignments=[[0, 1]], **{
+        "remote.storage.enable": "true", "segment.bytes": "16384",
+        "local.retention.bytes": "32768"})
+    wait_until(lambda: state(srv, topic_name)[0] == (0, [0, 1], [0, 1]), 30,
+               lambda: f"broker 0 leading, both in sync: {state(srv, topic_name)}")
+    producer = ck.Producer({"bootstrap.servers": srv.kafka_bootstrap, "linger.ms": 5,
+                            "batch.size": 4096, "acks": "all"})
+    now = int(time.time() * 1000)
+
+    def send(first, count):
+        for i in range(first, first + count):
+            producer.produce(topic_name, b"value-%05d-" % i + os.urandom(40), timestamp=now + i)
+        assert producer.flush(30) == 0
+    send(0, half)
+    for args in (("reassign", topic_name, "--partition", "0", "--replicas", "1,0"),
+                 ("elect-leaders", topic_name)):
+        out = run_cli("topics", *args, "--bootstrap-server", srv.bootstrap)
+        assert out.returncode == 0, out.stderr
+    wait_until(lambda: state(srv, topic_name)[0][0] == 1, 30,
+               lambda: f"broker 1 leading: {state(srv, topic_name)}")
+    send(half, COUNT - half)
+    wait_until(lambda: min(_list_offsets(srv, topic_name, EARLIEST_LOCAL, LATEST_TIERED)) > half,
+               30, "the first half remote only, a copy of the second half made")
+
+    consumer = ck.Consumer({"bootstrap.servers": srv.kafka_bootstrap, "group.id": topic_name,
+                            "enable.auto.commit": False})
+    try:
+        epochs = {}
+        for offset in (0, half - 1, half, COUNT - 1):
+            consumer.assign([ck.TopicPartition(topic_name, 0, offset)])
+            [m] = consumer.consume(1, 30)
+            assert m.error() is None and m.offset() == offset, m.error()
+            epochs[offset] = m.leader_epoch()
+    finally:
+        consumer.close()
+    before, after = epochs[0], epochs[half]
+    assert epochs[half - 1] == before < after == epochs[COUNT - 1], epochs
+
+    answers = _list_offsets(srv, topic_name, EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, LATEST,
+                            now + 10, version=9, answers=True)
+    got = [(a["error_code"], a["offset"], a["leader_epoch"]) for a in answers]
+    earliest, local, tiered, latest, at = got
+    assert earliest == (0, 0, before), got
+    assert local[:2] == (0, local[1]) and local[1] > half and local[2] == after, got
+    assert tiered[1] >= half and tiered[2] == after, got
+    assert latest == (0, COUNT, after), got
+    assert at == (0, 10, before), got
 
 
 def test_a_replicated_tiered_topic_is_read_whole_from_offset_0(tiered_server, topic_name):

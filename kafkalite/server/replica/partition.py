@@ -320,6 +320,19 @@ class Partition:
             return self.log.offset_for_timestamp(timestamp)
         raise errors.InvalidRequestError(f"unsupported ListOffsets timestamp {timestamp}")
 
+    def listed_offset_epoch(self, timestamp: int, offset: int) -> int:
+        """The leader epoch a ListOffsets answer gives with ``offset``, found
+        for ``timestamp``, as Kafka's UnifiedLog does: the current leader
+        epoch for the latest offset; for any other (the earliest, the
+        earliest local, the latest tiered, a timestamp's), the epoch the
+        offset was written in, which a consumer seeking there validates
+        against (KIP-320), and -1 with no offset."""
+        if offset < 0:
+            return -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self.leader_epoch
+        return self.log.epoch_for_offset(offset)
+
     def _earliest_pending_upload(self) -> int:
         """KIP-1023's earliest-pending-upload, by Kafka's rules
         (UnifiedLog.fetchEarliestPendingUploadOffset): the offset after the

@@ -1141,8 +1141,7 @@ class ReplicaManager:
                 return
             if found is not None:
                 out["offset"], out["timestamp"] = found
-                # no offset (nothing tiered yet): no epoch either, as Kafka answers
-                out["leader_epoch"] = part.leader_epoch if found[0] >= 0 else -1
+                out["leader_epoch"] = part.listed_offset_epoch(timestamp, found[0])
 
         topics = body["topics"]
         if only is not None:
