@@ -189,6 +189,35 @@ _FIRST_ADDED: dict = {}
 DRIVER_READ_MAX_BYTES = 8 << 20
 
 
+# Spark lists more paths than this with a Spark job of its own (its
+# spark.sql.sources.parallelPartitionDiscovery.threshold, 32 by default)
+LISTING_THRESHOLD_KEY = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+
+
+def read_parquet_files(spark, schema, paths: list):
+    """Spark's Parquet reader over the data files ``paths`` (their schema
+    given: no footer read to infer one). Local files are listed on the
+    driver whatever their number: the manifests named each one already,
+    and above 32 paths Spark lists them with a job of its own, which took
+    0.5-0.6 s of a 185-file table's 0.7 s of planning (a count() of its
+    100,000,000 rows takes 0.3 s), against 0.1 s for the driver's stat()
+    of each. Files on a remote store keep Spark's parallel listing."""
+    if len(paths) <= 32 or any("://" in p and not p.startswith("file:") for p in paths):
+        return spark.read.schema(schema).parquet(*paths)
+    conf = spark.conf
+    before = conf.get(LISTING_THRESHOLD_KEY, None)
+    conf.set(LISTING_THRESHOLD_KEY, str(len(paths)))
+    try:
+        # the listing is made here, as the DataFrame is: the setting is back
+        # before any query runs
+        return spark.read.schema(schema).parquet(*paths)
+    finally:
+        if before is None:
+            conf.unset(LISTING_THRESHOLD_KEY)
+        else:
+            conf.set(LISTING_THRESHOLD_KEY, before)
+
+
 def read_with_history(spark, table: str, catalog: dict, connector: str | None = None,
                       driver_read_max_bytes: int = DRIVER_READ_MAX_BYTES, **options):
     """The DataFrame of a batch read of the topics ``options`` name (the
@@ -247,7 +276,7 @@ def read_with_history(spark, table: str, catalog: dict, connector: str | None = 
                  iceberg_table.scan(snapshot_id=snap.snapshot_id).plan_files()]
         # the source's schema given: columns in its order and types, and no
         # footer read to infer one
-        df = spark.read.schema(SCHEMA).parquet(*files)
+        df = read_parquet_files(spark, SCHEMA, files)
         # the whole copy wanted, and nobody else's rows in it: no filter, so that
         # Spark can answer count() from the Parquet footers
         whole = only_ours and set(copy) == set(first) == set(boundary) and all(

@@ -309,3 +309,44 @@ def test_expired_snapshots_leave_the_older_copy_to_the_topic(spark, server, topi
     for old in snapshots[1:]:
         table.maintenance.expire_snapshots().by_id(old.snapshot_id).commit()
     assert exactly_once_problems(read(), want) == []
+
+
+def test_many_local_files_are_listed_on_the_driver_not_by_a_spark_job(spark, tmp_path):
+    """read_parquet_files over 40 local data files (more than the 32 Spark
+    lists with a job of its own): every row, no Spark job made to list
+    them, and the session's listing setting as it was, set or not. A
+    plain spark.read.parquet of the same files, the check's control, does
+    make the job."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kafkalite_spark.history import LISTING_THRESHOLD_KEY, read_parquet_files
+    schema = pa.schema([("offset", pa.int64()), ("value", pa.binary())])
+    paths = []
+    for i in range(40):
+        path = tmp_path / f"{i:03d}.parquet"
+        pq.write_table(pa.table({"offset": [2 * i, 2 * i + 1], "value": [b"a", b"b"]},
+                                schema=schema), path)
+        paths.append(f"file://{path}")
+    tracker = spark.sparkContext.statusTracker()
+    spark_schema = "offset BIGINT, value BINARY"
+
+    def jobs_made(make):
+        before = set(tracker.getJobIdsForGroup())
+        df = make()
+        return df, set(tracker.getJobIdsForGroup()) - before
+
+    _, control = jobs_made(lambda: spark.read.schema(spark_schema).parquet(*paths))
+    assert control, "the control: Spark lists 40 paths with a job"
+    for setting in (None, "64"):
+        if setting is None:
+            spark.conf.unset(LISTING_THRESHOLD_KEY)
+        else:
+            spark.conf.set(LISTING_THRESHOLD_KEY, setting)
+        try:
+            df, made = jobs_made(lambda: read_parquet_files(spark, spark_schema, paths))
+            assert not made, f"a listing job: {made}"
+            assert spark.conf.get(LISTING_THRESHOLD_KEY, None) == setting
+            assert sorted(r["offset"] for r in df.collect()) == list(range(80))
+        finally:
+            spark.conf.unset(LISTING_THRESHOLD_KEY)

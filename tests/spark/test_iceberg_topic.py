@@ -213,3 +213,30 @@ def test_a_table_in_the_s3_store_is_refused_naming_what_spark_lacks(spark, tmp_p
                 o for p in want for o in range(want[p], want[p] + 10))
         finally:
             stop_server(srv)
+
+
+def test_a_new_snapshot_is_planned_again(spark, server, module_topic):
+    """read_topic plans a snapshot once (its manifests read once) and a
+    newer one afresh: after another commit, the next read takes the new
+    data files, every row from the table, none from a stale plan's tail."""
+    topic = module_topic + "-again"
+    admin = AdminClient(server.config())
+    for f in admin.create_topics([NewTopic(topic, PARTITIONS, config={
+            "iceberg.mode": "key_value", "iceberg.target.lag.ms": "200"})]).values():
+        f.result()
+    admin.close()
+    reads = []
+    for ids in (range(0, 40), range(40, 100)):
+        produce(server, topic, ids)
+        want = ends(server, topic)
+        wait_until(lambda: table_offsets(server.data_dir, topic) == want, timeout=60,
+                   message=lambda: f"table offsets {want}, have "
+                                   f"{table_offsets(server.data_dir, topic)}")
+        for _ in range(2):          # the second read of a snapshot: its plan kept
+            df = read_topic(spark, server.bootstrap, topic, server.info["iceberg_rest"])
+            plan = df._jdf.queryExecution().executedPlan().toString()
+            assert "FileScan parquet" in plan and "PythonScan" not in plan, plan
+            assert sorted(r["offset"] for r in df.collect() if r["partition"] == 0) == \
+                list(range(want[0]))
+            reads.append(set(df.inputFiles()))
+    assert reads[0] == reads[1] and reads[2] == reads[3] and reads[1] < reads[2], reads
