@@ -1,6 +1,7 @@
 """Compiled twins of generated codecs, for the messages a broker handles per
-partition many times a second (issue 46): ProduceRequest's decoder and
-FetchResponse's encoder (kafkalite._ext.produce_fetch, ext/produce_fetch.pyx).
+partition many times a second (issue 46): ProduceRequest's decoder, and
+ProduceResponse's and FetchResponse's encoders (kafkalite._ext.produce_fetch,
+ext/produce_fetch.pyx).
 
 ``install(codec)`` puts a twin in place of a CompiledMessage's generated
 function when one exists for its message, version and records mode; the
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 import hashlib
 
-from kafkalite._ext.produce_fetch import FetchResponseEncoder, ProduceRequestDecoder
+from kafkalite._ext.produce_fetch import (FetchResponseEncoder, ProduceRequestDecoder,
+                                          ProduceResponseEncoder)
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.compiler import CompiledMessage, _byte_length
 from kafkalite.protocol.messages import REQUESTS, RESPONSES
@@ -27,6 +29,7 @@ from kafkalite.protocol.schema import Message
 # (message format v2; librdkafka and the Java client send v3-v11), Fetch
 # from v4 (isolation level and aborted transactions, what both fetch with)
 PRODUCE_REQUEST_VERSIONS = range(3, 13)
+PRODUCE_RESPONSE_VERSIONS = PRODUCE_REQUEST_VERSIONS
 FETCH_RESPONSE_VERSIONS = range(4, 17)
 
 
@@ -48,6 +51,7 @@ def schema_fingerprint(message: Message, versions: range) -> str:
 _WRITTEN_FOR = {
     ("request", ApiKey.PRODUCE): "16d65059eda2558a",
     ("response", ApiKey.FETCH): "354bf03de2495fec",
+    ("response", ApiKey.PRODUCE): "7e54a92a5bf18f60",
 }
 
 
@@ -58,6 +62,7 @@ def _matches(kind: str, api_key: int, versions: range) -> bool:
 
 _PRODUCE_OK = _matches("request", ApiKey.PRODUCE, PRODUCE_REQUEST_VERSIONS)
 _FETCH_OK = _matches("response", ApiKey.FETCH, FETCH_RESPONSE_VERSIONS)
+_PRODUCE_RESPONSE_OK = _matches("response", ApiKey.PRODUCE, PRODUCE_RESPONSE_VERSIONS)
 
 
 def install(codec: CompiledMessage) -> bool:
@@ -69,6 +74,10 @@ def install(codec: CompiledMessage) -> bool:
             principal = next(f for f in message.fields if f.name == "request_principal")
             codec.decode = ProduceRequestDecoder(codec.flexible, codec.frames,
                                                  principal.default(version), codec.decode)
+            return True
+    elif message.kind == "response" and message.api_key == ApiKey.PRODUCE:
+        if _PRODUCE_RESPONSE_OK and version in PRODUCE_RESPONSE_VERSIONS:
+            codec.encode = ProduceResponseEncoder(version, codec.flexible, codec.encode)
             return True
     elif message.kind == "response" and message.api_key == ApiKey.FETCH:
         if _FETCH_OK and version in FETCH_RESPONSE_VERSIONS:

@@ -1,5 +1,5 @@
-"""The compiled ProduceRequest decoder and FetchResponse encoder
-(ext/produce_fetch.pyx, installed by kafkalite/protocol/ext_codecs.py) give
+"""The compiled ProduceRequest decoder and ProduceResponse and FetchResponse
+encoders (ext/produce_fetch.pyx, installed by kafkalite/protocol/ext_codecs.py) give
 exactly what the generated codec gives: the same dicts field for field, the
 same bytes, the same ProtocolError for malformed input and bad bodies."""
 from __future__ import annotations
@@ -10,14 +10,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalite._ext.produce_fetch import FetchResponseEncoder, ProduceRequestDecoder
+from kafkalite._ext.produce_fetch import (FetchResponseEncoder, ProduceRequestDecoder,
+                                          ProduceResponseEncoder)
 from kafkalite.protocol import ApiKey, ProtocolError
 from kafkalite.protocol.codec import _compile, _decode_body, _encode_body, _REQUEST_CODECS, _RESPONSE_CODECS
 from kafkalite.protocol.compiler import CompiledMessage
-from kafkalite.protocol.ext_codecs import FETCH_RESPONSE_VERSIONS, PRODUCE_REQUEST_VERSIONS, install
+from kafkalite.protocol.ext_codecs import (FETCH_RESPONSE_VERSIONS, PRODUCE_REQUEST_VERSIONS,
+                                           PRODUCE_RESPONSE_VERSIONS, install)
 from kafkalite.protocol.messages import REQUESTS, RESPONSES
 
 PRODUCE = REQUESTS[ApiKey.PRODUCE]
+PRODUCE_RESPONSE = RESPONSES[ApiKey.PRODUCE]
 FETCH = RESPONSES[ApiKey.FETCH]
 EXAMPLES = settings(max_examples=15, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -343,3 +346,105 @@ def test_odd_fetch_bodies_encode_or_fail_as_the_generated_codec(version, what, c
     want = encoded(generated, body, want_frames)
     assert encoded(twin, body, got_frames)[:2] == want[:2]
     assert got_frames == want_frames
+
+
+# ---------------------------------------------------------------- Produce's answer
+
+@pytest.mark.parametrize("version", PRODUCE_RESPONSE_VERSIONS)
+def test_the_broker_codec_runs_the_produce_response_twin(version):
+    produce = _RESPONSE_CODECS.get((ApiKey.PRODUCE, version, False)) or _compile(
+        _RESPONSE_CODECS, RESPONSES, ApiKey.PRODUCE, version, False)
+    assert isinstance(produce.encode, ProduceResponseEncoder)
+
+
+def produce_response_body(version: int):
+    partition = {"index": _I32, "error_code": _I16, "base_offset": _I64,
+                 "log_append_time_ms": _I64}
+    if version >= 5:
+        partition["log_start_offset"] = _I64
+    if version >= 8:
+        error = st.fixed_dictionaries({"batch_index": _I32,
+                                       "batch_index_error_message": st.none() | _TOPIC})
+        partition["record_errors"] = st.lists(error, max_size=3)
+        partition["error_message"] = st.none() | _TOPIC
+    optional = {}
+    if version >= 10:      # a tagged field, set now and then: left to the generated code
+        optional["current_leader"] = st.just({}) | st.fixed_dictionaries(
+            {"leader_id": _I32, "leader_epoch": _I32})
+    topic = st.fixed_dictionaries({
+        "name": _TOPIC,
+        "partition_responses": st.lists(st.fixed_dictionaries(partition, optional=optional),
+                                        max_size=25)})
+    top_optional = {}
+    if version >= 10:
+        endpoint = st.fixed_dictionaries({"node_id": _I32, "host": _TOPIC, "port": _I32,
+                                          "rack": st.none() | _TOPIC})
+        top_optional["node_endpoints"] = st.just([]) | st.lists(endpoint, max_size=2)
+    return st.fixed_dictionaries({"responses": st.lists(topic, max_size=6),
+                                  "throttle_time_ms": _I32}, optional=top_optional)
+
+
+@pytest.mark.parametrize("version", PRODUCE_RESPONSE_VERSIONS)
+@EXAMPLES
+@given(data=st.data())
+def test_produce_response_encodes_as_the_generated_codec(version, data):
+    body = data.draw(produce_response_body(version))
+    generated, twin = codecs(PRODUCE_RESPONSE, version, False)
+    want = encoded(generated, body)
+    assert want[0] == "ok"
+    assert encoded(twin, body)[:2] == want[:2]
+
+
+def _produce_response_sample(version: int) -> dict:
+    partition = {"index": 3, "error_code": 0, "base_offset": 12_345, "log_append_time_ms": -1}
+    if version >= 5:
+        partition["log_start_offset"] = 0
+    if version >= 8:
+        partition["record_errors"] = [{"batch_index": 0, "batch_index_error_message": "t\u00f6o big"}]
+        partition["error_message"] = None
+    return {"responses": [{"name": "t\u00f6pic", "partition_responses": [
+        partition, {"index": 4, "error_code": 6}]}], "throttle_time_ms": 0}
+
+
+@pytest.mark.parametrize("version", PRODUCE_RESPONSE_VERSIONS)
+def test_the_produce_response_twin_encodes_a_broker_answer_itself(version):
+    generated, _ = codecs(PRODUCE_RESPONSE, version, False)
+    alone = ProduceResponseEncoder(version, PRODUCE_RESPONSE.is_flexible(version), _not_called)
+    parts: list = []
+    alone(_produce_response_sample(version), parts.append, None)
+    assert b"".join(parts) == encoded(generated, _produce_response_sample(version))[1]
+
+
+_BAD_PRODUCE_ANSWERS = [
+    ("unknown top-level key", lambda b: b.update(throttle=1)),
+    ("unknown partition key", lambda b: b["responses"][0]["partition_responses"][0].update(
+        offset=1)),
+    ("a later version's key", lambda b: b["responses"][0]["partition_responses"][0].update(
+        log_start_offset=5, error_message="x", current_leader={"leader_id": 1})),
+    ("int16 out of range", lambda b: b["responses"][0]["partition_responses"][0].update(
+        error_code=1 << 15)),
+    ("int64 out of range", lambda b: b["responses"][0]["partition_responses"][1].update(
+        base_offset=1 << 63)),
+    ("None for an int", lambda b: b["responses"][0]["partition_responses"][0].update(index=None)),
+    ("bool for an int", lambda b: b.update(throttle_time_ms=True)),
+    ("bytes topic name", lambda b: b["responses"][0].update(name=b"raw")),
+    ("topic name past Kafka's cap", lambda b: b["responses"][0].update(name="\u00e9" * 20000)),
+    ("unpaired surrogate in a topic", lambda b: b["responses"][0].update(name="\ud800")),
+    ("an error message as bytes", lambda b: b["responses"][0]["partition_responses"][0].update(
+        error_message=b"raw")),
+    ("partitions as a tuple", lambda b: b["responses"][0].update(partition_responses=())),
+    ("a partition as a list", lambda b: b["responses"][0]["partition_responses"].append([1])),
+    ("node endpoints as a tuple", lambda b: b.update(node_endpoints=())),
+    ("a current leader set", lambda b: b["responses"][0]["partition_responses"][1].update(
+        current_leader={"leader_id": 2, "leader_epoch": 7})),
+]
+
+
+@pytest.mark.parametrize("version", PRODUCE_RESPONSE_VERSIONS)
+@pytest.mark.parametrize("what, change", _BAD_PRODUCE_ANSWERS,
+                         ids=[w for w, _ in _BAD_PRODUCE_ANSWERS])
+def test_odd_produce_answers_encode_or_fail_as_the_generated_codec(version, what, change):
+    body = _produce_response_sample(version)
+    change(body)
+    generated, twin = codecs(PRODUCE_RESPONSE, version, False)
+    assert encoded(twin, body)[:2] == encoded(generated, body)[:2]
