@@ -72,6 +72,15 @@ def answer_of(sock: socket.socket) -> bytes:
         data += chunk
 
 
+def probe_refused(srv) -> bool:
+    """Whether a new connection is answered 503 at once."""
+    with connect(srv) as sock:
+        try:
+            return answer_of(sock).startswith(b"HTTP/1.1 503")
+        except socket.timeout:
+            return False
+
+
 def health(srv) -> tuple[int, dict]:
     try:
         with urllib.request.urlopen(srv.info["health"], timeout=5) as resp:
