@@ -330,6 +330,23 @@ cdef inline bint set_tag(object v) except -1:
     return v is not _MISSING and bool(v)
 
 
+cdef inline int put_string(Writer* w, object s, bint flexible, bint nullable) except -1:
+    """A string field (None: null, where nullable); anything the generated
+    code would refuse or cut to fit is left to it."""
+    cdef Py_ssize_t size
+    cdef const char* data
+    if s is None and nullable:
+        return put_length(w, -1, flexible, False)
+    if type(s) is not str:
+        raise _NotTaken
+    data = PyUnicode_AsUTF8AndSize(s, &size)
+    if size > MAX_STRING_BYTES:
+        raise _NotTaken
+    put_length(w, size, flexible, False)
+    put_bytes(w, data, size)
+    return 0
+
+
 @cython.final
 cdef class FetchResponseEncoder:
     """FetchResponse's encode at one version and records mode."""
@@ -403,8 +420,6 @@ cdef class FetchResponseEncoder:
 
     cdef int encode_topic(self, Writer* w, dict topic, list parts, records_out) except -1:
         cdef Py_ssize_t found = 0
-        cdef Py_ssize_t size
-        cdef const char* data
         cdef bint flexible = self.flexible
         name = field(topic, "topic", &found)
         topic_id = field(topic, "topic_id", &found)
@@ -420,15 +435,7 @@ cdef class FetchResponseEncoder:
             else:
                 raise _NotTaken
         else:
-            if name is _MISSING:
-                name = ""
-            if type(name) is not str:
-                raise _NotTaken
-            data = PyUnicode_AsUTF8AndSize(name, &size)
-            if size > MAX_STRING_BYTES:
-                raise _NotTaken     # cut to fit by the generated code
-            put_length(w, size, flexible, False)
-            put_bytes(w, data, size)
+            put_string(w, "" if name is _MISSING else name, flexible, False)
         if partitions is _MISSING:
             partitions = []
         if type(partitions) is not list:
@@ -519,23 +526,6 @@ cdef class FetchResponseEncoder:
         if flexible:
             put_be(w, 0, 1)
         return 0
-
-
-cdef inline int put_string(Writer* w, object s, bint flexible, bint nullable) except -1:
-    """A string field (None: null, where nullable); anything the generated
-    code would refuse or cut to fit is left to it."""
-    cdef Py_ssize_t size
-    cdef const char* data
-    if s is None and nullable:
-        return put_length(w, -1, flexible, False)
-    if type(s) is not str:
-        raise _NotTaken
-    data = PyUnicode_AsUTF8AndSize(s, &size)
-    if size > MAX_STRING_BYTES:
-        raise _NotTaken
-    put_length(w, size, flexible, False)
-    put_bytes(w, data, size)
-    return 0
 
 
 @cython.final
