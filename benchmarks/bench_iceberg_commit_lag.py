@@ -66,11 +66,6 @@ def parse_args(argv):
                                         "rounds": 1})
 
 
-def percentile(values: list, q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 class SnapshotReader(threading.Thread):
     """Reads the table's committed offsets every POLL_S: (time, {partition:
     next offset}) for each read that found a newer snapshot."""
@@ -194,12 +189,12 @@ def main(argv=None) -> int:
             lags = r["lags_ms"]
             say(f"round {i + 1}: {r['rate']:,.0f} records/s produced, {r['snapshots']} "
                 f"snapshots read; commit lag median {statistics.median(lags):,.0f} ms, p99 "
-                f"{percentile(lags, 0.99):,.0f} ms, max {max(lags):,.0f} ms over "
+                f"{common.percentile(lags, 0.99):,.0f} ms, max {max(lags):,.0f} ms over "
                 f"{len(lags):,} calls")
             rows += [
                 common.Row(f"round {i + 1}: commit lag, median", statistics.median(lags), "ms",
                            args.target_lag_ms, "iceberg.target.lag.ms"),
-                common.Row(f"round {i + 1}: commit lag, p99", percentile(lags, 0.99), "ms",
+                common.Row(f"round {i + 1}: commit lag, p99", common.percentile(lags, 0.99), "ms",
                            args.target_lag_ms, "iceberg.target.lag.ms"),
                 common.Row(f"round {i + 1}: commit lag, max", max(lags), "ms",
                            args.target_lag_ms, "iceberg.target.lag.ms"),
@@ -215,7 +210,7 @@ def main(argv=None) -> int:
                 "target_lag_ms": args.target_lag_ms,
                 "rounds": [{k: v for k, v in r.items() if k != "lags_ms"} | {
                     "lag_ms_median": statistics.median(r["lags_ms"]),
-                    "lag_ms_p99": percentile(r["lags_ms"], 0.99),
+                    "lag_ms_p99": common.percentile(r["lags_ms"], 0.99),
                     "lag_ms_max": max(r["lags_ms"]), "calls": len(r["lags_ms"])}
                     for r in results]}, rounds=rounds)
         return 0

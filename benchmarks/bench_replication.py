@@ -198,11 +198,6 @@ def latency(server, topic: str, acks: str, rate: int, seconds: float) -> list:
     return lat
 
 
-def pct(values, q) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
-
-
 # ---- 3. failover ---------------------------------------------------------------------------------
 
 def failover(server, topic: str, kills: int) -> list:
@@ -359,9 +354,10 @@ def main(argv=None) -> int:
     for q, tag in ((0.5, "p50"), (0.99, "p99")):
         base = f"latency_rf1_{tag}_ms"
         res.add(base, 2, f"end to end {tag}, {args.rate:,}/s of 1 KB, RF=1 acks=1",
-                pct(fig[("lat", "rf1")], q) / 1e6, "ms")
+                common.percentile(fig[("lat", "rf1")], q) / 1e6, "ms")
         res.add(f"latency_rf3_{tag}_ms", 2, f"end to end {tag}, {args.rate:,}/s of 1 KB, "
-                f"RF=3 acks=all", pct(fig[("lat", "rf3")], q) / 1e6, "ms", baseline_key=base)
+                f"RF=3 acks=all", common.percentile(fig[("lat", "rf3")], q) / 1e6, "ms",
+                baseline_key=base)
     fo = fig["failover"]
     res.add("failover_median_s", 3, f"failover median of {len(fo)} (kill -9 -> ack)",
             statistics.median(fo), "s", target_text="< 1 s", meets=statistics.median(fo) < 1.0)

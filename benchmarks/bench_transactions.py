@@ -213,11 +213,6 @@ def commit_latency(server, topic: str, count: int) -> tuple[list, list]:
     return calls, visible
 
 
-def percentile(values, q) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
-
-
 def parse_args(argv):
     p = common.parser(__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--seconds", type=float, default=8.0, help="seconds per produce figure")
@@ -308,14 +303,14 @@ def main(argv=None) -> int:
                 f"{consume_labels[client]}, read_committed (10% aborted)",
                 figures[(client, "read_committed")], "records/s", baseline_key=base,
                 target_text=">= 0.9x read_uncommitted", meets=ratio >= 0.9)
-    res.add("commit_call_p50_ms", 3, "commit_transaction() p50", percentile(calls, 0.5) * 1000,
-            "ms")
-    res.add("commit_call_p99_ms", 3, "commit_transaction() p99", percentile(calls, 0.99) * 1000,
-            "ms")
+    res.add("commit_call_p50_ms", 3, "commit_transaction() p50",
+            common.percentile(calls, 0.5) * 1000, "ms")
+    res.add("commit_call_p99_ms", 3, "commit_transaction() p99",
+            common.percentile(calls, 0.99) * 1000, "ms")
     res.add("commit_visible_p50_ms", 3, "commit until read_committed sees it, p50",
-            percentile(visible, 0.5) * 1000, "ms")
+            common.percentile(visible, 0.5) * 1000, "ms")
     res.add("commit_visible_p99_ms", 3, "commit until read_committed sees it, p99",
-            percentile(visible, 0.99) * 1000, "ms")
+            common.percentile(visible, 0.99) * 1000, "ms")
     report.write_tables(
         out_dir, "kafkalite transactions", res, HEADERS, elapsed=elapsed, info=info,
         settings=vars(args), units={"records/s": "records per second", "ms": "milliseconds"},

@@ -156,6 +156,12 @@ def spread(values) -> float:
     return (max(values) - min(values)) / statistics.median(values) * 100
 
 
+def percentile(values, q: float) -> float:
+    """The nearest-rank ``q`` quantile (0..1) of ``values``; NaN for none."""
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
+
+
 def say_runs(label: str, values, unit: str = "", fmt: str = ",.0f") -> None:
     """One line: a figure's value in each run or round and their spread."""
     say(f"  {label}: {', '.join(format(v, fmt) for v in values)}{unit}; "
@@ -262,8 +268,8 @@ def write_json(path: str, doc: dict, *, rounds: Rounds | None = None) -> None:
 
 
 __all__ = ["Row", "Rounds", "add_dirs", "add_json", "add_quick", "add_rounds", "alternating",
-           "alternating_medians", "comparison_table", "parse", "parser", "say_load", "say_runs",
-           "say_table", "spread", "write_json"]
+           "alternating_medians", "comparison_table", "parse", "parser", "percentile", "say_load",
+           "say_runs", "say_table", "spread", "write_json"]
 
 
 def spark_session(app: str):

@@ -189,8 +189,8 @@ _FIRST_ADDED: dict = {}
 DRIVER_READ_MAX_BYTES = 8 << 20
 
 
-# Spark lists more paths than this with a Spark job of its own (its
-# spark.sql.sources.parallelPartitionDiscovery.threshold, 32 by default)
+# Spark lists more paths than this setting says (32 by default) with a
+# Spark job of its own
 LISTING_THRESHOLD_KEY = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
@@ -198,14 +198,16 @@ def read_parquet_files(spark, schema, paths: list):
     """Spark's Parquet reader over the data files ``paths`` (their schema
     given: no footer read to infer one). Local files are listed on the
     driver whatever their number: the manifests named each one already,
-    and above 32 paths Spark lists them with a job of its own, which took
-    0.5-0.6 s of a 185-file table's 0.7 s of planning (a count() of its
-    100,000,000 rows takes 0.3 s), against 0.1 s for the driver's stat()
-    of each. Files on a remote store keep Spark's parallel listing."""
-    if len(paths) <= 32 or any("://" in p and not p.startswith("file:") for p in paths):
-        return spark.read.schema(schema).parquet(*paths)
+    and above the setting (32 paths by default) Spark lists them with a
+    job of its own, which took 0.5-0.6 s of a 185-file table's 0.7 s of
+    planning (a count() of its 100,000,000 rows takes 0.3 s), against
+    0.1 s for the driver's stat() of each. Files on a remote store keep
+    Spark's parallel listing."""
     conf = spark.conf
     before = conf.get(LISTING_THRESHOLD_KEY, None)
+    if len(paths) <= int(before or 32) or any(
+            "://" in p and not p.startswith("file:") for p in paths):
+        return spark.read.schema(schema).parquet(*paths)
     conf.set(LISTING_THRESHOLD_KEY, str(len(paths)))
     try:
         # the listing is made here, as the DataFrame is: the setting is back

@@ -60,21 +60,34 @@ def ends(server, topic):
         c.close()
 
 
-@pytest.fixture(scope="module")
-def iceberg_topic(server, module_topic):
-    """The topic: 160 records committed in two rounds, then 40 in the topic only."""
-    topic = module_topic
+def create_iceberg_topic(server, topic) -> dict:
+    """``topic`` made an Iceberg topic committing every 200 ms; its configs."""
     admin = AdminClient(server.config())
     configs = {"iceberg.mode": "key_value", "iceberg.target.lag.ms": "200"}
     for f in admin.create_topics([NewTopic(topic, PARTITIONS, config=configs)]).values():
         f.result()
     admin.close()
+    return configs
+
+
+def produce_committed(server, topic, ids) -> dict:
+    """produce(), then wait until the table holds every record of the topic;
+    the topic's end offsets."""
+    produce(server, topic, ids)
+    want = ends(server, topic)
+    wait_until(lambda: table_offsets(server.data_dir, topic) == want, timeout=60,
+               message=lambda: f"table offsets {want}, have "
+                               f"{table_offsets(server.data_dir, topic)}")
+    return want
+
+
+@pytest.fixture(scope="module")
+def iceberg_topic(server, module_topic):
+    """The topic: 160 records committed in two rounds, then 40 in the topic only."""
+    topic = module_topic
+    configs = create_iceberg_topic(server, topic)
     for ids in (range(0, 100), range(100, 160)):
-        produce(server, topic, ids)
-        want = ends(server, topic)
-        wait_until(lambda: table_offsets(server.data_dir, topic) == want, timeout=60,
-                   message=lambda: f"table offsets {want}, have "
-                                   f"{table_offsets(server.data_dir, topic)}")
+        produce_committed(server, topic, ids)
     # no commit for an hour from now on: what follows stays in the topic only
     set_configs(server, topic, **{**configs, "iceberg.target.lag.ms": "3600000"})
     produce(server, topic, range(160, 200))
@@ -220,18 +233,10 @@ def test_a_new_snapshot_is_planned_again(spark, server, module_topic):
     newer one afresh: after another commit, the next read takes the new
     data files, every row from the table, none from a stale plan's tail."""
     topic = module_topic + "-again"
-    admin = AdminClient(server.config())
-    for f in admin.create_topics([NewTopic(topic, PARTITIONS, config={
-            "iceberg.mode": "key_value", "iceberg.target.lag.ms": "200"})]).values():
-        f.result()
-    admin.close()
+    create_iceberg_topic(server, topic)
     reads = []
     for ids in (range(0, 40), range(40, 100)):
-        produce(server, topic, ids)
-        want = ends(server, topic)
-        wait_until(lambda: table_offsets(server.data_dir, topic) == want, timeout=60,
-                   message=lambda: f"table offsets {want}, have "
-                                   f"{table_offsets(server.data_dir, topic)}")
+        want = produce_committed(server, topic, ids)
         for _ in range(2):          # the second read of a snapshot: its plan kept
             df = read_topic(spark, server.bootstrap, topic, server.info["iceberg_rest"])
             plan = df._jdf.queryExecution().executedPlan().toString()
