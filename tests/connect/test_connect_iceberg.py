@@ -234,6 +234,28 @@ def test_iceberg_tasks_committing_at_once_retry_and_a_zombie_is_fenced(tmp_path)
     assert [r["__kafka_offset"] for r in rows if r["__kafka_partition"] == 0] == list(range(156))
 
 
+def test_a_task_that_loses_the_race_to_create_the_table_writes_into_the_winners(tmp_path):
+    """Two tasks find no table and both create it: the SQL catalog refuses
+    the loser's create at its commit (CommitFailedException, "Table already
+    exists"), and the loser writes into the winner's table instead of
+    failing (a fresh-clone suite run met it: the task FAILED). The race is
+    made to happen: b creates the table while a's create is open."""
+    topic = "t"
+    a, put_a = _task(tmp_path, topic, [0])
+    b, put_b = _task(tmp_path, topic, [1])
+    opened = a.catalog.create_table_transaction
+
+    def open_then_lose(*args, **kwargs):
+        tx = opened(*args, **kwargs)
+        put_b(1, 0, 3)          # b finds no table either, creates it and commits
+        return tx
+    a.catalog.create_table_transaction = open_then_lose
+    assert put_a(0, 0, 2)[(topic, 0)] == 2
+    rows = table_rows(catalog(tmp_path), "lake.shared")
+    assert [(r["__kafka_partition"], r["__kafka_offset"]) for r in rows] == \
+        [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)]
+
+
 def test_iceberg_sink_fails_its_task_with_a_message_on_values_it_cannot_write(
         connect, server, topic_name, sink_name, tmp_path):
     """Plain strings are no table rows: the task is FAILED with a message

@@ -341,9 +341,18 @@ class IcebergSinkTask(SinkTask):
                                        f"iceberg.tables.auto-create-enabled is false") from None
             try:
                 self._create(create_from)
-            except TableAlreadyExistsError:
-                pass        # another task created it first
-            self.table = self.catalog.load_table(self.identifier)
+            except (TableAlreadyExistsError, CommitFailedException) as exc:
+                # Another task created it first: a catalog may say so when
+                # the create begins (TableAlreadyExistsError) or, the SQL
+                # catalog, only at its commit ("Table already exists" from
+                # the create's requirement). Either way the table is there
+                # to load; if it is not, the failure was something else.
+                try:
+                    self.table = self.catalog.load_table(self.identifier)
+                except NoSuchTableError:
+                    raise exc from None
+            else:
+                self.table = self.catalog.load_table(self.identifier)
         if self.table.properties.get("commit.retry.num-retries") != "0":
             try:
                 with self.table.transaction() as tx:
