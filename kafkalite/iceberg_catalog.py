@@ -1,7 +1,8 @@
 """pyiceberg's SQL catalog, made safely by processes that start together:
 shared by the Connect Iceberg sink (connect/connectors/iceberg.py) and the
 Spark source's history read (kafkalite_spark/history.py), which reads the
-tables the sink wrote; and a data file's column bounds from its Parquet
+tables the sink wrote, and a namespace created by tasks or workers at once
+(the sink's, the Iceberg topics'); and a data file's column bounds from its Parquet
 footer (``footer_bounds``), for the Iceberg topics' writer and
 kafkalite_spark's read_topic. pyiceberg is imported when a catalog is made
 (it is in the connect extra, not the base install); nothing of kafkalite is.
@@ -25,6 +26,19 @@ def sql_catalog(name: str, **props):
             if attempt == 4:
                 raise
             time.sleep(0.05 * (attempt + 1))
+
+
+def create_namespace(catalog, namespace) -> None:
+    """Create ``namespace`` unless it exists, as a process that may race
+    another doing the same: pyiceberg's SQL catalog checks, then inserts,
+    and the other's insert between the two makes ours an IntegrityError
+    (a key that exists), which means what NamespaceAlreadyExistsError does."""
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError
+    from sqlalchemy.exc import IntegrityError
+    try:
+        catalog.create_namespace(namespace)
+    except (NamespaceAlreadyExistsError, IntegrityError):
+        pass
 
 
 def footer_bounds(io, path: str, names) -> dict:

@@ -256,6 +256,26 @@ def test_a_task_that_loses_the_race_to_create_the_table_writes_into_the_winners(
         [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)]
 
 
+def test_a_task_that_loses_the_race_to_create_the_namespace_creates_its_table(tmp_path):
+    """The same race one step earlier: b creates the namespace between a's
+    check that it is missing and a's insert of it, which the SQL catalog
+    refuses (IntegrityError, a key that exists); a goes on to its table."""
+    topic = "t"
+    a, put_a = _task(tmp_path, topic, [0])
+    b, _ = _task(tmp_path, topic, [1])
+    exists = a.catalog.namespace_exists
+
+    def missing_until_b_creates_it(namespace):
+        found = exists(namespace)
+        if not found:
+            b.catalog.create_namespace(namespace)
+        return found
+    a.catalog.namespace_exists = missing_until_b_creates_it
+    assert put_a(0, 0, 2)[(topic, 0)] == 2
+    rows = table_rows(catalog(tmp_path), "lake.shared")
+    assert [(r["__kafka_partition"], r["__kafka_offset"]) for r in rows] == [(0, 0), (0, 1)]
+
+
 def test_iceberg_sink_fails_its_task_with_a_message_on_values_it_cannot_write(
         connect, server, topic_name, sink_name, tmp_path):
     """Plain strings are no table rows: the task is FAILED with a message

@@ -87,7 +87,7 @@ from kafkalite.connect.config import (BOOLEAN, INT, STRING, ConfigDef, ConfigExc
 from kafkalite.connect.connectors.parquet import arrow_table, arrow_type
 from kafkalite.connect.converters import ColumnarValues
 from kafkalite.connect.errors import ConnectException
-from kafkalite.iceberg_catalog import sql_catalog
+from kafkalite.iceberg_catalog import create_namespace, sql_catalog
 
 log = logging.getLogger("kafkalite.connect.iceberg")
 
@@ -364,7 +364,7 @@ class IcebergSinkTask(SinkTask):
     def _create(self, schema):
         from pyiceberg import transforms
         namespace = self.identifier.rsplit(".", 1)[0] if "." in self.identifier else "default"
-        self.catalog.create_namespace_if_not_exists(namespace)
+        create_namespace(self.catalog, namespace)
         names = set(schema.names)
         for _, col in self.partition_by:
             if col not in names:

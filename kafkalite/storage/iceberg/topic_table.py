@@ -181,17 +181,13 @@ class TopicTable:
 
     def load(self):
         """The table as the catalog has it now (created if it is not there)."""
-        from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
+        from pyiceberg.exceptions import TableAlreadyExistsError
+
+        from kafkalite.iceberg_catalog import create_namespace
         if self._catalog is None:
             self._catalog = open_catalog(self.root, self.warehouse, self.uri, self.file_io)
         if self._table is None:
-            from sqlalchemy.exc import IntegrityError
-            try:
-                self._catalog.create_namespace(NAMESPACE)
-            except (NamespaceAlreadyExistsError, IntegrityError):
-                # IntegrityError: another process created it between
-                # pyiceberg's check and its insert
-                pass
+            create_namespace(self._catalog, NAMESPACE)    # the workers make it at once
             try:
                 self._table = self._catalog.create_table(
                     self.identifier,
