@@ -249,11 +249,17 @@ class _Namespace:
     def close(self) -> None:
         pids = subprocess.run(["ip", "netns", "pids", self.name], capture_output=True,
                               text=True).stdout.split()
-        for pid in pids:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
+        # every process stopped before any is killed: killed one by one, a
+        # process could run on for a moment with its parent gone and start
+        # a shutdown of its own (a fresh-clone run's walk caught the ingest
+        # gateway's stderr cut off three lines into a traceback by its own
+        # kill), a state of the teardown, not of anything the walk ran
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in pids:
+                try:
+                    os.kill(int(pid), sig)
+                except (ProcessLookupError, ValueError):
+                    pass
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
 
 
