@@ -121,6 +121,12 @@ log = logging.getLogger("kafkalite.cluster")
 CHANNEL = "kafkalite_metadata"
 USERS_CHANNEL = "kafkalite_users"
 RETRY_BACKOFF_S = 1.0
+# How long a node's first calls at start-up (its workers' broker ids) wait
+# for PostgreSQL to answer: a database that refuses (a wrong address, a
+# login it does not take) still fails the start at once, but one slow to
+# answer is not taken for a dead one (2 s, the node's other calls' wait,
+# was passed by a PostgreSQL serving a loaded 2-core machine's test suite)
+START_TIMEOUT_S = 10.0
 IDLE_CHECK_S = 1.0       # a store connection idle this long is checked before use
 # any 64-bit number of our own: serialises schema creation between nodes
 _SCHEMA_LOCK = 0x6B61666B616C6974

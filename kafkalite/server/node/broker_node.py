@@ -146,7 +146,8 @@ class BrokerNode:
         self.users_mirror.start()
         advertise_controller(cfg.data_dir, self.controller["epoch"],
                              self.controller["endpoints"])
-        ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count)
+        ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count,
+                                       cluster_store.START_TIMEOUT_S)
         self.workers = []
         for i, broker_id in enumerate(ids):
             if broker_id in running:        # it joins the controller named above

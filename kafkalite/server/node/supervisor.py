@@ -546,8 +546,9 @@ class Supervisor:
         the cluster has given an id to."""
         from kafkalite.server.controller import cluster_store
         cfg = self.config
-        ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count)
-        return ids, cluster_store.cluster_brokers(cfg.cluster)
+        wait = cluster_store.START_TIMEOUT_S
+        ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count, wait)
+        return ids, cluster_store.cluster_brokers(cfg.cluster, wait)
 
     def _check_iceberg_warehouse(self, metadata) -> None:
         """A cluster with Iceberg topics and no warehouse every node reaches
