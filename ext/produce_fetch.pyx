@@ -326,6 +326,20 @@ cdef inline int64_t as_int(object v, int64_t default, int64_t low, int64_t high)
     return x
 
 
+cdef inline int put_int16(Writer* w, object v, int64_t default) except -1:
+    """An INT16/INT32/INT64 field (these three): as_int's value, or ``default``
+    when missing, big-endian; what as_int refuses is left to the generated code."""
+    return put_be(w, <uint64_t>as_int(v, default, INT16_MIN, INT16_MAX), 2)
+
+
+cdef inline int put_int32(Writer* w, object v, int64_t default) except -1:
+    return put_be(w, <uint64_t>as_int(v, default, INT32_MIN, INT32_MAX), 4)
+
+
+cdef inline int put_int64(Writer* w, object v, int64_t default) except -1:
+    return put_be(w, <uint64_t>as_int(v, default, INT64_MIN, INT64_MAX), 8)
+
+
 cdef inline bint set_tag(object v) except -1:
     return v is not _MISSING and bool(v)
 
@@ -396,10 +410,10 @@ cdef class FetchResponseEncoder:
         node_endpoints = field(s, "node_endpoints", &found)
         if found != len(s):
             raise _NotTaken
-        put_be(w, <uint64_t>as_int(throttle, 0, INT32_MIN, INT32_MAX), 4)
+        put_int32(w, throttle, 0)
         if version >= 7:
-            put_be(w, <uint64_t>as_int(error_code, 0, INT16_MIN, INT16_MAX), 2)
-            put_be(w, <uint64_t>as_int(session_id, 0, INT32_MIN, INT32_MAX), 4)
+            put_int16(w, error_code, 0)
+            put_int32(w, session_id, 0)
         if responses is _MISSING:
             responses = []
         if type(responses) is not list:
@@ -475,12 +489,12 @@ cdef class FetchResponseEncoder:
             if (set_tag(diverging_epoch) or set_tag(current_leader) or set_tag(snapshot_id)
                     or set_tag(local_region)):
                 raise _NotTaken
-        put_be(w, <uint64_t>as_int(partition_index, 0, INT32_MIN, INT32_MAX), 4)
-        put_be(w, <uint64_t>as_int(error_code, 0, INT16_MIN, INT16_MAX), 2)
-        put_be(w, <uint64_t>as_int(high_watermark, 0, INT64_MIN, INT64_MAX), 8)
-        put_be(w, <uint64_t>as_int(last_stable_offset, -1, INT64_MIN, INT64_MAX), 8)
+        put_int32(w, partition_index, 0)
+        put_int16(w, error_code, 0)
+        put_int64(w, high_watermark, 0)
+        put_int64(w, last_stable_offset, -1)
         if version >= 5:
-            put_be(w, <uint64_t>as_int(log_start_offset, -1, INT64_MIN, INT64_MAX), 8)
+            put_int64(w, log_start_offset, -1)
         if aborted is _MISSING or aborted is None:
             put_length(w, -1, flexible, True)
         elif type(aborted) is list:
@@ -493,14 +507,14 @@ cdef class FetchResponseEncoder:
                 first_offset = field(<dict>txn, "first_offset", &afound)
                 if afound != len(txn):
                     raise _NotTaken
-                put_be(w, <uint64_t>as_int(producer_id, 0, INT64_MIN, INT64_MAX), 8)
-                put_be(w, <uint64_t>as_int(first_offset, 0, INT64_MIN, INT64_MAX), 8)
+                put_int64(w, producer_id, 0)
+                put_int64(w, first_offset, 0)
                 if flexible:
                     put_be(w, 0, 1)
         else:
             raise _NotTaken
         if version >= 11:
-            put_be(w, <uint64_t>as_int(preferred_read_replica, -1, INT32_MIN, INT32_MAX), 4)
+            put_int32(w, preferred_read_replica, -1)
         if records is _MISSING or records is None:
             if self.frames:
                 put_be(w, 0xFFFFFFFF, 4)
@@ -578,7 +592,7 @@ cdef class ProduceResponseEncoder:
             if type(topic) is not dict:
                 raise _NotTaken
             self.encode_topic(w, <dict>topic)
-        put_be(w, <uint64_t>as_int(throttle, 0, INT32_MIN, INT32_MAX), 4)
+        put_int32(w, throttle, 0)
         if flexible:
             # node_endpoints (10+) is the only tagged field here: written by
             # the generated code when it is not empty
@@ -626,12 +640,12 @@ cdef class ProduceResponseEncoder:
             raise _NotTaken
         if set_tag(current_leader):
             raise _NotTaken     # a tagged field: written by the generated code when set
-        put_be(w, <uint64_t>as_int(index, 0, INT32_MIN, INT32_MAX), 4)
-        put_be(w, <uint64_t>as_int(error_code, 0, INT16_MIN, INT16_MAX), 2)
-        put_be(w, <uint64_t>as_int(base_offset, 0, INT64_MIN, INT64_MAX), 8)
-        put_be(w, <uint64_t>as_int(log_append_time, -1, INT64_MIN, INT64_MAX), 8)
+        put_int32(w, index, 0)
+        put_int16(w, error_code, 0)
+        put_int64(w, base_offset, 0)
+        put_int64(w, log_append_time, -1)
         if version >= 5:
-            put_be(w, <uint64_t>as_int(log_start_offset, -1, INT64_MIN, INT64_MAX), 8)
+            put_int64(w, log_start_offset, -1)
         if version >= 8:
             if record_errors is _MISSING:
                 record_errors = []
@@ -646,7 +660,7 @@ cdef class ProduceResponseEncoder:
                 message = field(<dict>e, "batch_index_error_message", &efound)
                 if efound != len(e):
                     raise _NotTaken
-                put_be(w, <uint64_t>as_int(batch_index, 0, INT32_MIN, INT32_MAX), 4)
+                put_int32(w, batch_index, 0)
                 put_string(w, None if message is _MISSING else message, flexible, True)
                 if flexible:
                     put_be(w, 0, 1)
