@@ -32,7 +32,8 @@ Memory is bounded per client, whatever the client does:
   connection until its answer is written.
 - the socket is a ROUTER_MANDATORY one and sends never block: a client at
   its high-water mark makes the answer wait as above, and a client that is
-  gone (EHOSTUNREACH) is forgotten with everything waiting for it. Once
+  gone (EHOSTUNREACH) is forgotten with everything waiting for it (what
+  ZeroMQ still held for it counts as released once libzmq drops it). Once
   answers over TRIM_AFTER_BYTES were released, the C heap is trimmed
   (malloc_trim), so memory a client made the process allocate goes back to
   the system when it goes, rather than staying in glibc's free lists.
@@ -205,6 +206,7 @@ class NativeListener:
         self._unencodable = RateLimitedLog(log)     # as often as a client can trigger one
         self._clients: dict[bytes, _Client] = {}
         self._released = 0
+        self._draining: collections.deque = collections.deque()  # forgotten clients' unsent
         self._trim_at = 0.0
         self.dropped_answers = 0
         self.local = None
@@ -242,7 +244,7 @@ class NativeListener:
     def on_events(self, events: dict) -> None:
         if self.local is not None:
             self.local.on_events(events)
-        if self._clients or self._trim_at:
+        if self._clients or self._trim_at or self._draining:
             self._catch_up()
         if self.socket not in events:
             return
@@ -452,7 +454,7 @@ class NativeListener:
         except zmq.ZMQError as exc:
             if exc.errno != zmq.EHOSTUNREACH:
                 raise
-            self._clients.pop(identity, None)   # gone: nothing more will reach it
+            self._forget(identity)              # gone: nothing more will reach it
             return True
         if track:
             client = self._clients.get(identity)
@@ -461,6 +463,16 @@ class NativeListener:
             client.unsent.append((tracker, answer.size))
             client.unsent_bytes += answer.size
         return True
+
+    def _forget(self, identity: bytes) -> None:
+        """Drop a client the ROUTER says is gone, with everything waiting
+        for it. What ZeroMQ still holds for it is counted as released when
+        libzmq drops it: the ROUTER forgets the peer before pyzmq's garbage
+        thread has reported every dropped message, and bytes never counted
+        would leave the heap untrimmed."""
+        client = self._clients.pop(identity, None)
+        if client is not None and client.unsent:
+            self._draining.extend(client.unsent)
 
     def _wait(self, identity: bytes, client: _Client, answer: _Answer) -> None:
         if len(client.waiting) >= MAX_WAITING_ANSWERS \
@@ -479,6 +491,14 @@ class NativeListener:
         send what waited for room, and trim the heap after big releases."""
         released = 0
         now = time.monotonic()
+        if self._draining:
+            still = collections.deque()
+            for tracker, n in self._draining:
+                if tracker.done:
+                    released += n
+                else:
+                    still.append((tracker, n))
+            self._draining = still
         for identity, client in list(self._clients.items()):
             if client.hold_until:
                 if client.hold_until > now:
