@@ -14,6 +14,12 @@ from kafkalite.bench import runner
 from kafkalite.bench.recorder import LatencyRecorder, Payloads, stamps_of_block
 from kafkalite.bench.workload import STAMP_BYTES, Workload
 
+# The runs' t0 is this far ahead of the call: a run whose loop starts after
+# its own end (0.45 s after t0) sends nothing, which a fresh-clone suite run
+# on a loaded machine saw with 20 ms (a test process held up half a second
+# between taking t0 and its first send).
+LEAD_NS = 250_000_000
+
 
 class RecordingClient:
     def __init__(self, stall_every=0):
@@ -42,7 +48,7 @@ def _run(distributor, stall_every=0, rate=4_000.0, parts=7, size=64):
                  test_seconds=0.4)
     client = RecordingClient(stall_every)
     shared = {"sent": [0]}
-    t0 = time.time_ns() + 20_000_000
+    t0 = time.time_ns() + LEAD_NS
     out = runner._produce(client, w, 0, "t", rate, shared, t0)
     return w, client, out, t0, 1e9 / rate
 
@@ -136,7 +142,7 @@ def test_a_producer_behind_at_the_end_of_the_warm_up_is_not_credited_its_message
                  key_distributor="NO_KEY", producer_rate=rate, warmup_seconds=0.05,
                  test_seconds=0.4)
     client = StallingClient(stall=0.15)
-    t0 = time.time_ns() + 20_000_000
+    t0 = time.time_ns() + LEAD_NS
     out = runner._produce(client, w, 0, "t", rate, {"sent": [0]}, t0)
     stamps = np.concatenate([stamps_of_block(b, 64) for _, b, _, _ in client.sent])
     warm_end = t0 + int(w.warmup_seconds * 1e9)
@@ -191,7 +197,7 @@ def test_a_consumer_catching_up_on_the_warm_up_is_not_credited_its_messages(monk
             return BacklogConsumer(shared, workload)
     monkeypatch.setattr(runner, "_child_signals", lambda: None)
     monkeypatch.setattr(drivers, "driver_class", lambda name: Driver)
-    shared["t0"].value = t0 = time.time_ns() + 20_000_000
+    shared["t0"].value = t0 = time.time_ns() + LEAD_NS
     results = queue.Queue()
     runner._consumer_main("test", {}, w, 0, [("t", 0)], shared, results)
     reports = [results.get_nowait() for _ in range(results.qsize())]
@@ -231,7 +237,7 @@ def _paced_run(tmp_path, pacing_ms, distributor="NO_KEY", parts=4, rate=4_000.0)
                  test_seconds=0.5)
     w.producer_pacing_ms = pacing_ms     # set, not passed: the code before pacing ignores it
     client = TimedFileProducer(FileAppendDriver().setup(w, ["t"], str(tmp_path)), w)
-    t0 = time.time_ns() + 20_000_000
+    t0 = time.time_ns() + LEAD_NS
     out = runner._produce(client, w, 0, "t", rate, {"sent": [0]}, t0)
     client.producer.close()
     return w, client, out, t0, 1e9 / rate
@@ -353,7 +359,7 @@ def test_a_producer_behind_sends_each_message_once_when_due_holding_no_object_pe
                  test_seconds=0.3)
     w.producer_pacing_ms = 1
     interval = 1e9 / rate
-    t0 = time.time_ns() + 20_000_000
+    t0 = time.time_ns() + LEAD_NS
     # 60 ms stalled: 1,200 messages behind, caught up in sends of several per partition
     client = HoldingClient(size, parts, t0, interval, stall=0.06)
     enabled = gc.isenabled()
@@ -387,7 +393,7 @@ def test_a_paced_producer_sends_everything_due_at_the_end_of_the_run():
                  test_seconds=0.5)
     w.producer_pacing_ms = 300
     client = RecordingClient()
-    t0 = time.time_ns() + 20_000_000
+    t0 = time.time_ns() + LEAD_NS
     out = runner._produce(client, w, 0, "t", rate, {"sent": [0]}, t0)
     stamps = np.concatenate([stamps_of_block(b, 64) for _, b, _, _ in client.sent])
     assert out["sent"] == len(stamps) == 4_000 == out["acked"]
