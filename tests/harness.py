@@ -10,6 +10,7 @@ import random
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from kafkalite import launcher
@@ -411,3 +412,68 @@ def keep_for_diagnosis(path, name: str) -> str:
     shutil.copytree(path, target, symlinks=True, ignore=not_files, dirs_exist_ok=True)
     return target
 
+
+class TcpRelay:
+    """A TCP relay on 127.0.0.1 to ``upstream`` (host, port), for tests that
+    put a slow or failing network between a server and what it calls (S3,
+    PostgreSQL): each accepted connection gets one of its own to
+    ``upstream`` and a thread a direction. Subclasses decide what passes:
+    ``before_connect(n)`` runs in connection ``n``'s thread (0 for the
+    first) before it is joined upstream, and ``forward(source, data,
+    requests)`` before each chunk goes on (``requests``: client to
+    upstream); False ends the connection."""
+
+    def __init__(self, upstream: tuple[str, int]):
+        self.upstream = upstream
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self.closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def before_connect(self, n: int) -> None:
+        pass
+
+    def forward(self, source: socket.socket, data: bytes, requests: bool) -> bool:
+        return True
+
+    def _accept(self) -> None:
+        n = 0
+        while not self.closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._join, args=(client, n), daemon=True).start()
+            n += 1
+
+    def _join(self, client: socket.socket, n: int) -> None:
+        self.before_connect(n)
+        if self.closed.is_set():
+            client.close()
+            return
+        try:
+            server = socket.create_connection(self.upstream)
+        except OSError:
+            client.close()
+            return
+        threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
+        self._pump(server, client, False)
+
+    def _pump(self, source: socket.socket, target: socket.socket, requests: bool) -> None:
+        try:
+            while data := source.recv(1 << 16):
+                if not self.forward(source, data, requests):
+                    return
+                target.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, target):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.closed.set()
+        self._listener.close()

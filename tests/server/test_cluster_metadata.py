@@ -15,7 +15,7 @@ import uuid
 import psycopg
 import pytest
 
-from harness import ServerProcess, pid_alive, wait_until
+from harness import ServerProcess, TcpRelay, pid_alive, wait_until
 from jepsen import History, check
 from postgres import PostgresServer, find_binaries
 from replicas import read_log, wait_for
@@ -514,45 +514,19 @@ def _created(admin, name) -> bool:
         return False
 
 
-def _slow_first_answer(target: tuple[str, int], hold_s: float):
-    """A TCP proxy to ``target`` that holds its first connection ``hold_s``
+class _SlowFirstAnswer(TcpRelay):
+    """A relay to PostgreSQL that holds its first connection ``hold_s``
     before passing it on (the kernel has accepted it: the client waits for
     PostgreSQL's answer, as from a database slow to serve it); the others
-    pass at once. Returns (port, close)."""
-    import selectors
-    import socket
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
+    pass at once."""
 
-    def pump(client, first):
-        if first and stop.wait(hold_s):
-            return
-        with client, socket.create_connection(target) as upstream:
-            sel = selectors.DefaultSelector()
-            sel.register(client, selectors.EVENT_READ, upstream)
-            sel.register(upstream, selectors.EVENT_READ, client)
-            while not stop.is_set():
-                for key, _ in sel.select(0.2):
-                    data = key.fileobj.recv(65536)
-                    if not data:
-                        return
-                    key.data.sendall(data)
+    def __init__(self, upstream: tuple[str, int], hold_s: float):
+        self.hold_s = hold_s
+        super().__init__(upstream)
 
-    def accept():
-        first = True
-        while not stop.is_set():
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=pump, args=(client, first), daemon=True).start()
-            first = False
-    threading.Thread(target=accept, daemon=True).start()
-
-    def close():
-        stop.set()
-        listener.close()
-    return listener.getsockname()[1], close
+    def before_connect(self, n: int) -> None:
+        if n == 0:
+            self.closed.wait(self.hold_s)
 
 
 def test_a_first_start_waits_for_a_postgresql_slow_to_answer(db, tmp_path):
@@ -562,10 +536,10 @@ def test_a_first_start_waits_for_a_postgresql_slow_to_answer(db, tmp_path):
     timeout expired"). The node waits for it (START_TIMEOUT_S) and serves."""
     host_port, dbname = db.split("@", 1)[1].split("/", 1)
     host, port = host_port.rsplit(":", 1)
-    proxy_port, close = _slow_first_answer((host, int(port)), 3.0)
+    relay = _SlowFirstAnswer((host, int(port)), 3.0)
     try:
         srv = ServerProcess(str(tmp_path / "node1"), workers=1, extra_args=[
-            "--cluster", f"postgresql://postgres@127.0.0.1:{proxy_port}/{dbname}",
+            "--cluster", f"postgresql://postgres@127.0.0.1:{relay.port}/{dbname}",
             "--node-id", "1"])
         srv.start()
         try:
@@ -574,7 +548,7 @@ def test_a_first_start_waits_for_a_postgresql_slow_to_answer(db, tmp_path):
         finally:
             srv.stop()
     finally:
-        close()
+        relay.close()
 
 
 @pytest.mark.parametrize("url, says", [

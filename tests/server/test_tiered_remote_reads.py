@@ -28,7 +28,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat.compat_helpers import KafkaWire
-from harness import ServerProcess, stop_server, wait_until
+from harness import ServerProcess, TcpRelay, stop_server, wait_until
 from moto_s3 import moto_s3
 from kafkalite.client import AcknowledgeType, ShareConsumer
 from kafkalite.errors import KafkaStorageError, RequestTimedOutError
@@ -44,61 +44,33 @@ DEAD_LETTERS = "slow-dead-letters"
 BASE_MS = int(time.time() * 1000) - 3_600_000
 
 
-class SlowRelay:
-    """A TCP relay on 127.0.0.1 to ``upstream`` (host, port); with
-    ``delay`` set, a request starting ``GET`` for a ``segment.log`` object
-    is held that long before it is passed on (``held`` counts them); with
-    ``refuse_gets``, such a GET is answered 403 and its connection closed;
-    while ``uploads`` is clear, a ``PUT`` of one waits for it."""
+class SlowRelay(TcpRelay):
+    """A TCP relay to an S3 server: with ``delay`` set, a request starting
+    ``GET`` for a ``segment.log`` object is held that long before it is
+    passed on (``held`` counts them); with ``refuse_gets``, such a GET is
+    answered 403 and its connection closed; while ``uploads`` is clear, a
+    ``PUT`` of one waits for it."""
 
     def __init__(self, upstream: tuple[str, int]):
-        self.upstream = upstream
         self.delay = 0.0
         self.held = 0
         self.refuse_gets = False
         self.uploads = threading.Event()
         self.uploads.set()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(upstream)
 
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self.upstream)
-            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
-
-    def _pump(self, source: socket.socket, target: socket.socket, requests: bool) -> None:
-        try:
-            while data := source.recv(1 << 16):
-                segment = requests and b"/segment.log" in data.split(b"\r\n", 1)[0]
-                if segment and data.startswith(b"GET ") and self.refuse_gets:
-                    source.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n"
-                                   b"Connection: close\r\n\r\n")
-                    return
-                if segment and data.startswith(b"GET ") and self.delay:
-                    self.held += 1
-                    time.sleep(self.delay)
-                if segment and data.startswith(b"PUT "):
-                    self.uploads.wait(60)
-                target.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (source, target):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self._closed = True
-        self._listener.close()
+    def forward(self, source: socket.socket, data: bytes, requests: bool) -> bool:
+        segment = requests and b"/segment.log" in data.split(b"\r\n", 1)[0]
+        if segment and data.startswith(b"GET ") and self.refuse_gets:
+            source.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n"
+                           b"Connection: close\r\n\r\n")
+            return False
+        if segment and data.startswith(b"GET ") and self.delay:
+            self.held += 1
+            time.sleep(self.delay)
+        if segment and data.startswith(b"PUT "):
+            self.uploads.wait(60)
+        return True
 
 
 @pytest.fixture(scope="module")
