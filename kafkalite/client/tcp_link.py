@@ -71,7 +71,13 @@ from kafkalite.local_socket import same_namespace
 from kafkalite.protocol import decode_response, encode_request
 from kafkalite.ratelimit import RateLimitedLog
 
-READ_CHUNK = 256 << 10
+# Small answers are read into one scratch buffer per link, allocated once:
+# ``sock.recv(n)`` allocates n bytes for every read and shrinks and frees
+# them, where an answer is mostly tens of bytes (with 256 KiB reads, a
+# producer made an mmap, mremap and munmap a read, strace showed, and a
+# munmap in a process with threads costs a TLB shootdown). Answers of
+# DIRECT_MIN or more bypass it.
+READ_CHUNK = 64 << 10
 # An answer at least this big whose body is still coming is read straight
 # into a buffer of its own (TcpLink._split).
 DIRECT_MIN = 64 << 10
@@ -134,6 +140,7 @@ class TcpLink(Link):
         self._frames: list = []          # whole answers read, not decoded yet
         self._frame: memoryview | None = None   # a large answer being read into its own buffer
         self._frame_got = 0              # ... and how much of it has come
+        self._scratch: bytearray | None = None   # what small answers are read into
         # what large answers are read into
         self._buffers = _SHELF.stock(BufferPool(SPARE_BUFFERS, SPARE_MAX_BYTES))
         self._stash: dict[int, object] = {}
@@ -185,8 +192,10 @@ class TcpLink(Link):
             frame = self._frame
             try:
                 if frame is None:
-                    chunk = self.sock.recv(READ_CHUNK)
-                    n, asked = len(chunk), READ_CHUNK
+                    scratch = self._scratch
+                    if scratch is None:
+                        scratch = self._scratch = bytearray(READ_CHUNK)
+                    n, asked = self.sock.recv_into(scratch), READ_CHUNK
                 else:
                     asked = len(frame) - self._frame_got
                     n = self.sock.recv_into(frame[self._frame_got:])
@@ -199,7 +208,8 @@ class TcpLink(Link):
                 self._die(f"{self.address} closed the connection")
                 return
             if frame is None:
-                self._in += chunk
+                with memoryview(scratch) as view:
+                    self._in += view[:n]
                 self._split()
             else:
                 self._frame_got += n

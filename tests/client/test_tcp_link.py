@@ -493,6 +493,39 @@ def test_large_answers_split_anywhere_are_read_into_their_own_buffers(peer):
         link.close()
 
 
+def test_small_answers_are_read_into_the_links_buffer_not_a_new_one_a_read(peer):
+    """Reads of small answers go into one scratch buffer the link keeps:
+    ``sock.recv(READ_CHUNK)`` allocated READ_CHUNK bytes a read and freed
+    them (a paced producer made an mmap, mremap and munmap for each of its
+    reads, strace showed). Traced here by the memory each receive's peak
+    adds, after the first read, which allocates the buffer."""
+    import tracemalloc
+    link = TcpLink("tcp://127.0.0.1:1", "127.0.0.1", peer.port)
+    try:
+        peer.accept()
+        cids = [ask(link)]
+        peer.conn.sendall(api_versions_answer(peer.read_request()))
+        assert [cid for cid, _ in wait_answers(link, 1)] == cids
+        tracemalloc.start()
+        try:
+            peaks = []
+            for _ in range(20):
+                cids.append(ask(link))
+                peer.conn.sendall(api_versions_answer(peer.read_request()))
+                time.sleep(0.002)           # the answer is there before the read
+                before = tracemalloc.get_traced_memory()[0]
+                tracemalloc.reset_peak()
+                got = link.receive()
+                peaks.append(tracemalloc.get_traced_memory()[1] - before)
+                assert [cid for cid, _ in got] == cids[-1:]
+        finally:
+            tracemalloc.stop()
+        assert max(peaks) < 16 << 10, f"a receive's peak allocation: {max(peaks):,} B"
+        assert link.alive()
+    finally:
+        link.close()
+
+
 def test_records_held_from_earlier_fetches_stay_intact_over_tcp(server, topic_name):
     """A consumer over a TCP link keeps fetched answers it has not decoded
     yet (and may keep views of them): a buffer an answer was read into is

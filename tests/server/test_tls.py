@@ -92,6 +92,37 @@ def test_many_small_records_arrive_whole_and_in_order(certs):
     server.close()
 
 
+def test_reads_of_small_records_allocate_no_read_sized_buffer(certs):
+    """Ciphertext is read into a buffer of the thread's: ``sock.recv(RAW_CHUNK)``
+    allocated 256 KiB for every read of what is mostly one small record.
+    Traced by the memory each read's peak adds, after a first read."""
+    import time
+    import tracemalloc
+    server, client = pair(certs)
+    buf = bytearray(4096)
+    try:
+        client.sendall(b"x" * 100)
+        assert read_all(server, 100) == b"x" * 100
+        peaks = []
+        tracemalloc.start()
+        try:
+            for i in range(20):
+                client.sendall(bytes([i]) * 100)
+                time.sleep(0.002)           # the record is there before the read
+                select.select([server.fileno()], [], [], 5)
+                before = tracemalloc.get_traced_memory()[0]
+                tracemalloc.reset_peak()
+                n = server.recv_into(buf)
+                peaks.append(tracemalloc.get_traced_memory()[1] - before)
+                assert buf[:n] == bytes([i]) * 100
+        finally:
+            tracemalloc.stop()
+        assert max(peaks) < 16 << 10, f"a read's peak allocation: {max(peaks):,} B"
+    finally:
+        client.close()
+        server.close()
+
+
 def test_a_big_write_into_a_full_socket_is_kept_and_flushed(certs):
     server, client = pair(certs)
     server.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)

@@ -30,8 +30,14 @@ from __future__ import annotations
 
 import socket
 import ssl
+import threading
 
 RAW_CHUNK = 256 * 1024
+# Ciphertext is read into a scratch buffer of the thread's, allocated once:
+# ``sock.recv(RAW_CHUNK)`` would allocate 256 KiB a read, and shrink and free
+# it, for what is mostly one TLS record (while glibc's mmap threshold is
+# below 256 KiB, as in a fresh process: an mmap, mremap and munmap a read).
+_scratch = threading.local()
 
 
 class TlsConnection:
@@ -59,15 +65,19 @@ class TlsConnection:
     def _fill(self) -> bool:
         """Read what the socket has into the incoming BIO; False at EOF.
         Raises SSLWantReadError when nothing is there yet."""
+        scratch = getattr(_scratch, "buffer", None)
+        if scratch is None:
+            scratch = _scratch.buffer = bytearray(RAW_CHUNK)
         try:
-            data = self.sock.recv(RAW_CHUNK)
+            n = self.sock.recv_into(scratch)
         except (BlockingIOError, InterruptedError):
             raise ssl.SSLWantReadError("the socket has nothing to read") from None
-        if not data:
+        if not n:
             self._eof = True
             self._incoming.write_eof()
             return False
-        self._incoming.write(data)
+        with memoryview(scratch) as view:
+            self._incoming.write(view[:n])
         return True
 
     def flush(self) -> bool:
