@@ -42,6 +42,7 @@ class AckSlots:
         # made before the run (and before gc.freeze in a bench child): start() gives the rest
         self.warm_end = 0
         self.publish = None             # recorder.LatencyRecorder: ack time - intended time
+        self.timeline = None            # recorder.LatencyTimeline: the same, warm-up too, by time
         self.outstanding = 0            # messages sent and not acknowledged
         self.acked = 0
         self._stamps: list = [None] * slots     # an int (one message) or an int64 array
@@ -59,8 +60,8 @@ class AckSlots:
             if enabled:
                 gc.enable()
 
-    def start(self, warm_end: int, publish) -> "AckSlots":
-        self.warm_end, self.publish = warm_end, publish
+    def start(self, warm_end: int, publish, timeline=None) -> "AckSlots":
+        self.warm_end, self.publish, self.timeline = warm_end, publish, timeline
         self.acked = 0
         return self
 
@@ -98,9 +99,14 @@ class AckSlots:
         self.acked += count
         now = time.time_ns()
         if count == 1 and not hasattr(stamps, "shape"):
+            if self.timeline is not None:
+                self.timeline.add_one(now, now - stamps)
             if stamps >= self.warm_end:
                 self.publish.add_one(now - stamps)
-        elif stamps[0] >= self.warm_end and stamps[-1] >= self.warm_end:
+            return
+        if self.timeline is not None:
+            self.timeline.add(now, now - stamps)
+        if stamps[0] >= self.warm_end and stamps[-1] >= self.warm_end:
             self.publish.add(now - stamps)
         else:
             self.publish.add(now - stamps[stamps >= self.warm_end])

@@ -13,7 +13,10 @@ process subtracts it from its own ``time.time_ns()``.
 3 significant digits, up to an hour) in bulk, counted per bucket with
 ``np.bincount``, so 10^6 messages/s cost a few numpy calls, not 10^6
 ``record_value`` calls;
-``RateSeries`` counts messages per time bucket for the throughput plots.
+``RateSeries`` counts messages per time bucket for the throughput plots;
+``LatencyTimeline`` counts latencies per time bucket in log-spaced bins,
+so a run's p50, p99 and max can be read second by second (a run slow all
+through, or one stall).
 
 Who calls: kafkalite.bench.runner (in the producer and consumer processes)
 and the drivers (to decode what they received).
@@ -143,6 +146,98 @@ class RateSeries:
         if b >= len(self.counts):
             self.counts.extend([0] * (b + 1 - len(self.counts)))
         self.counts[b] += n
+
+
+# The timeline's latency bins: 10 µs to 100 s, 20 a decade (each 12% wider
+# than the one before), and one past each end.
+TIMELINE_EDGES_NS = np.round(10.0 ** np.arange(4.0, 11.0001, 0.05)).astype(np.int64)
+_TIMELINE_BUFFER = 1 << 16
+
+
+class LatencyTimeline:
+    """Latencies by when they were recorded, in buckets of ``width_s`` from
+    ``t0_ns``: per bucket a count per bin of TIMELINE_EDGES_NS and the
+    largest. Latencies are buffered while their bucket is current and
+    counted when it changes (or the buffer fills): one ``np.searchsorted``
+    and ``np.bincount`` a bucket, not a numpy call per message."""
+
+    def __init__(self, t0_ns: int, width_s: float):
+        self.t0, self.width = t0_ns, int(width_s * 1e9)
+        self.bins: list[np.ndarray] = []
+        self.maxima: list[int] = []
+        self._buf = np.empty(_TIMELINE_BUFFER, dtype=np.int64)
+        self._n = 0
+        self._bucket = 0
+
+    def add(self, now_ns: int, latencies_ns) -> None:
+        n = len(latencies_ns)
+        if not n:
+            return
+        b = max(0, (now_ns - self.t0) // self.width)
+        if b != self._bucket or self._n + n > len(self._buf):
+            self.fold()
+            self._bucket = b
+            if n > len(self._buf):
+                self._count(np.asarray(latencies_ns, dtype=np.int64))
+                return
+        self._buf[self._n:self._n + n] = latencies_ns
+        self._n += n
+
+    def add_one(self, now_ns: int, latency_ns: int) -> None:
+        b = max(0, (now_ns - self.t0) // self.width)
+        if b != self._bucket or self._n == len(self._buf):
+            self.fold()
+            self._bucket = b
+        self._buf[self._n] = latency_ns
+        self._n += 1
+
+    def fold(self) -> None:
+        if self._n:
+            n, self._n = self._n, 0
+            self._count(self._buf[:n])
+
+    def _count(self, latencies_ns: np.ndarray) -> None:
+        b = self._bucket
+        while b >= len(self.bins):
+            self.bins.append(np.zeros(len(TIMELINE_EDGES_NS) + 1, dtype=np.int64))
+            self.maxima.append(0)
+        self.bins[b] += np.bincount(np.searchsorted(TIMELINE_EDGES_NS, latencies_ns,
+                                                    side="right"),
+                                    minlength=len(TIMELINE_EDGES_NS) + 1)
+        self.maxima[b] = max(self.maxima[b], int(latencies_ns.max()))
+
+    def encoded(self) -> dict:
+        """Picklable: {"bins": [per bucket, its counts], "max": [ns]}."""
+        self.fold()
+        return {"bins": [b.tolist() for b in self.bins], "max": self.maxima}
+
+
+def timeline_ms(encoded: list[dict]) -> dict:
+    """Timelines of several processes merged: per bucket the count, p50 and
+    p99 in ms (the upper edge of the bin each falls in, so up to 12% above
+    the latency itself) and the max (exact); None in a bucket with none."""
+    n = max((len(e["bins"]) for e in encoded), default=0)
+    counts = np.zeros((n, len(TIMELINE_EDGES_NS) + 1), dtype=np.int64)
+    maxima = np.zeros(n, dtype=np.int64)
+    for e in encoded:
+        if e["bins"]:
+            counts[:len(e["bins"])] += np.asarray(e["bins"], dtype=np.int64)
+            maxima[:len(e["max"])] = np.maximum(maxima[:len(e["max"])], e["max"])
+    upper = np.append(TIMELINE_EDGES_NS, maxima.max() if n else 0) / 1e6
+    out: dict = {"count": counts.sum(axis=1).tolist(), "p50": [], "p99": [],
+                 "max": [None] * n}
+    for i in range(n):
+        total = int(counts[i].sum())
+        if not total:
+            out["p50"].append(None)
+            out["p99"].append(None)
+            continue
+        cumulative = np.cumsum(counts[i])
+        for name, q in (("p50", 0.5), ("p99", 0.99)):
+            k = int(np.searchsorted(cumulative, q * total))
+            out[name].append(min(float(upper[k]), float(maxima[i]) / 1e6))
+        out["max"][i] = float(maxima[i]) / 1e6
+    return out
 
 
 class Payloads:

@@ -186,6 +186,22 @@ def machine_rows(results: list[dict], rounds: int = 1) -> list[str]:
             for r in results if r.get("machine") and r["status"] != "skipped"]
 
 
+def timeline_rows(results: list[dict], rounds: int = 1) -> list[str]:
+    """One bullet per driver run: its end-to-end (or, without consumers'
+    figures, publish) p99 bucket by bucket, warm-up included, so a slow run
+    shows whether it was slow all through or stalled."""
+    out = []
+    for r in results:
+        series = r.get("series") or {}
+        for key, what in (("e2e_ms", "end-to-end"), ("publish_ms", "publish")):
+            p99 = (series.get(key) or {}).get("p99") or []
+            if any(v is not None for v in p99):
+                out.append(f"- {run_label(r, rounds)}, {what} p99 ms by {series['bucket_s']:g} s: "
+                           + " ".join("-" if v is None else _fmt(v, 1) for v in p99))
+                break
+    return out
+
+
 def markdown(doc: dict) -> str:
     m = doc["machine"]
     cores = m.get("logical_cores")
@@ -222,6 +238,10 @@ def markdown(doc: dict) -> str:
         machine = machine_rows(entry["results"], rounds)
         if machine:
             lines += ["The machine over each run (start -> end):", "", *machine, ""]
+        timelines = timeline_rows(entry["results"], rounds)
+        if timelines:
+            lines += [f"Over time (the first {w['warmup_seconds']:g} s are the warm-up; each "
+                      f"figure up to 12% high, the top of its latency bin):", "", *timelines, ""]
         targets = target_rows(w, entry["results"])
         if targets:
             lines += ["Targets (DESIGN.md; information, never a failure):", "",

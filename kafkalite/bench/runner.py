@@ -79,7 +79,8 @@ from kafkalite.bench import drivers as driver_registry
 from kafkalite.bench.acks import AckSlots
 from kafkalite.bench.measure import GcPauses, freeze_startup_objects, merge_gc_pauses, \
     precise_sleeps
-from kafkalite.bench.recorder import LatencyRecorder, Payloads, RateSeries, merge, summary_ms
+from kafkalite.bench.recorder import (LatencyRecorder, LatencyTimeline, Payloads, RateSeries,
+                                     merge, summary_ms, timeline_ms)
 
 SEND_BYTES = 512 << 10          # values per send call, at most (under 1 MiB requests)
 WINDOW_BYTES = 64 << 20         # unacknowledged bytes per producer, at most
@@ -178,7 +179,8 @@ def _produce(client, workload, index, topic, rate, shared, t0, acks=None) -> dic
     publish = LatencyRecorder()
     # what each send's acknowledgement needs, in slots made before the run:
     # no object per send for the collector (acks.py)
-    acks = (acks or AckSlots()).start(warm_end, publish)
+    timeline = LatencyTimeline(t0, bucket_seconds(workload))
+    acks = (acks or AckSlots()).start(warm_end, publish, timeline)
     series = RateSeries(t0, bucket_seconds(workload))
     sent = measured = calls = 0
     sent_slot = shared["sent"]
@@ -306,7 +308,7 @@ def _produce(client, workload, index, topic, rate, shared, t0, acks=None) -> dic
     client.flush(30.0 if quota is None else 600.0)
     return {"sent": sent, "measured": measured, "acked": acks.acked,
             "last_ack_ns": time.time_ns(), "publish": publish.encoded(),
-            "series": series.counts}
+            "series": series.counts, "timeline": timeline.encoded()}
 
 
 def measured_arrivals(stamps: np.ndarray, warm_end: int) -> int:
@@ -332,6 +334,7 @@ def _consumer_main(name, endpoint, workload, index, assignment, shared, results)
         end = warm_end + int(workload.test_seconds * 1e9)
         e2e = LatencyRecorder()
         series = RateSeries(t0, bucket_seconds(workload))
+        timeline = LatencyTimeline(t0, bucket_seconds(workload))
         received = measured = nbytes = last_arrival = 0
         slot, stop = shared["received"], shared["stop"]
         if workload.backlog:
@@ -351,12 +354,15 @@ def _consumer_main(name, endpoint, workload, index, assignment, shared, results)
                 measured += measured_arrivals(stamps, warm_end)
             series.add(now, len(stamps))
             if not workload.backlog:
-                e2e.add(now - stamps[stamps >= warm_end])
+                latencies = now - stamps
+                timeline.add(now, latencies)
+                e2e.add(latencies[stamps >= warm_end])
             slot[index] = received
         results.put(("done", "consumer", index,
                      {"received": received, "measured": measured, "bytes": nbytes,
                       "last_arrival_ns": last_arrival, "e2e": e2e.encoded(),
-                      "series": series.counts, "gc": pauses.summary()}))
+                      "series": series.counts, "timeline": timeline.encoded(),
+                      "gc": pauses.summary()}))
     except BaseException as exc:  # noqa: BLE001
         if not isinstance(exc, SystemExit):
             results.put(("error", "consumer", index, traceback.format_exc()))
@@ -581,5 +587,9 @@ def _summarize(base: dict, workload, done: dict, expected: int, t0: int, drain_t
                       "consumers": merge_gc_pauses([c["gc"] for c in cons if "gc" in c])},
         "series": {"bucket_s": width,
                    "publish": [c / width for c in _series([p["series"] for p in prods])],
-                   "consume": [c / width for c in _series([c["series"] for c in cons])]},
+                   "consume": [c / width for c in _series([c["series"] for c in cons])],
+                   # latency by second (by bucket), warm-up included: a slow
+                   # run tells whether it was slow all through or stalled
+                   "publish_ms": timeline_ms([p["timeline"] for p in prods if "timeline" in p]),
+                   "e2e_ms": timeline_ms([c["timeline"] for c in cons if "timeline" in c])},
     }

@@ -59,3 +59,15 @@ def test_slots_are_reused_only_once_acknowledged_and_a_failed_delivery_raises():
     assert acks.free()
     with pytest.raises(RuntimeError, match="delivery failed"):
         acks.take(4, 1)("broker down", None)
+
+
+def test_acknowledgements_go_to_the_timeline_by_their_time_warm_up_included():
+    from kafkalite.bench.recorder import LatencyTimeline, timeline_ms
+    now = time.time_ns()
+    timeline = LatencyTimeline(now - 10_000_000_000, 1.0)
+    acks = AckSlots(4).start(now + 5_000_000_000, LatencyRecorder(), timeline)
+    acks.take(now - 3_000_000, 1)()                                      # due in the warm-up
+    acks.take(np.array([now - 6_000_000, now - 4_000_000]), 2)(None, Report(2))
+    out = timeline_ms([timeline.encoded()])
+    assert sum(out["count"]) == 3 and out["count"][-1] == 3
+    assert 6 <= out["max"][-1] < 7

@@ -74,3 +74,50 @@ def test_latency_recorder_folds_when_its_buffer_fills(monkeypatch):
     assert rec.hist.get_total_count() == len(lat)
     assert list(rec.hist.counts) == list(_reference(lat).counts)
     assert recorder.merge([encoded]).get_total_count() == len(lat)
+
+
+def test_the_latency_timeline_gives_each_buckets_own_quantiles():
+    """Latencies by when they were recorded: a bucket's p50/p99 are those of
+    its own latencies (to the top of their bin: at most 12% above), its max
+    exact; a stall in one bucket shows there alone; timelines of several
+    processes merge by adding their counts; a bucket with none is None."""
+    from kafkalite.bench.recorder import LatencyTimeline, timeline_ms
+    rng = np.random.default_rng(3)
+    t0 = 1_795_000_000_000_000_000
+    a, b = LatencyTimeline(t0, 0.5), LatencyTimeline(t0, 0.5)
+    everything = {k: [] for k in range(6)}
+    for k in (0, 1, 2, 3, 5):                  # nothing recorded in bucket 4
+        for i in range(40):
+            slow = k == 2
+            lat = rng.integers(50_000_000, 80_000_000, 25) if slow else \
+                rng.integers(1_000_000, 4_000_000, 25)
+            now = t0 + k * 500_000_000 + i * 10_000_000
+            (a if i % 2 else b).add(now, lat)
+            everything[k].append(lat)
+        a.add_one(t0 + k * 500_000_000 + 499_000_000, 2_000_000)
+        everything[k].append(np.array([2_000_000]))
+    merged = timeline_ms([a.encoded(), b.encoded()])
+    assert merged["count"] == [1001, 1001, 1001, 1001, 0, 1001]
+    assert merged["p50"][4] is None and merged["p99"][4] is None and merged["max"][4] is None
+    for k in (0, 1, 2, 3, 5):
+        lat = np.concatenate(everything[k]) / 1e6
+        for name, q in (("p50", 50), ("p99", 99)):
+            want = float(np.percentile(lat, q, method="inverted_cdf"))
+            assert want <= merged[name][k] <= want * 1.13, (k, name, merged[name][k], want)
+        assert merged["max"][k] == lat.max()
+    assert merged["p99"][2] > 50 > max(merged["p99"][k] for k in (0, 1, 3, 5))
+    json_ready = __import__("json").dumps(merged)       # results.json takes it as it is
+    assert "NaN" not in json_ready
+
+
+def test_the_latency_timeline_folds_when_its_buffer_fills(monkeypatch):
+    from kafkalite.bench import recorder
+    monkeypatch.setattr(recorder, "_TIMELINE_BUFFER", 100)
+    t = recorder.LatencyTimeline(0, 1.0)
+    t.add(10, np.full(60, 5_000_000))
+    t.add(20, np.full(60, 7_000_000))              # past the buffer: folds first
+    t.add(30, np.full(250, 9_000_000))             # larger than the buffer: counted at once
+    t.add(1_000_000_010, np.full(10, 1_000_000))   # the next bucket
+    out = recorder.timeline_ms([t.encoded()])
+    assert out["count"] == [370, 10]
+    assert out["max"] == [9.0, 1.0]

@@ -120,3 +120,16 @@ def test_the_report_says_how_each_workload_paced_its_producers(tmp_path):
     assert "1,000 msg/s, each message sent when due" in sections["w"]
     assert "max rate (closed loop);" in sections["closed"]
     assert "sent every" not in sections["closed"] and "when due" not in sections["closed"]
+
+
+def test_the_report_gives_each_runs_p99_over_time():
+    results = [{"driver": "a", "round": 1, "status": "ok",
+                "series": {"bucket_s": 0.5, "e2e_ms": {"p99": [12.34, None, 250.0]},
+                           "publish_ms": {"p99": [1.0]}}},
+               {"driver": "b", "round": 1, "status": "ok",
+                "series": {"bucket_s": 0.5, "e2e_ms": {"p99": []},
+                           "publish_ms": {"p99": [3.0, 4.5]}}},
+               {"driver": "c", "round": 1, "status": "skipped", "series": {}}]
+    assert report.timeline_rows(results) == [
+        "- a, end-to-end p99 ms by 0.5 s: 12.3 - 250",
+        "- b, publish p99 ms by 0.5 s: 3.0 4.5"]
