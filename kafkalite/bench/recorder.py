@@ -44,17 +44,16 @@ def new_histogram():
     return HdrHistogram(HIST_LOW_US, HIST_HIGH_US, HIST_DIGITS)
 
 
-class LatencyRecorder:
-    """Latencies (ns in, recorded as µs) into an HdrHistogram, folded in bulk:
-    buffered in one int64 array, then counted per histogram bucket with
-    ``np.bincount`` and recorded once per bucket that has any."""
+class _Buffered:
+    """Latencies (ns) buffered in one int64 array and handed to ``_record``
+    in bulk: when the buffer fills, at ``fold``, or at once when one add is
+    larger than the buffer."""
 
-    def __init__(self):
-        self.hist = new_histogram()
-        self._buf = np.empty(_CAPACITY, dtype=np.int64)   # untouched pages cost nothing
+    def __init__(self, capacity: int):
+        self._buf = np.empty(capacity, dtype=np.int64)   # untouched pages cost nothing
         self._n = 0
 
-    def add(self, latencies_ns: np.ndarray) -> None:
+    def _push(self, latencies_ns) -> None:
         n = len(latencies_ns)
         if not n:
             return
@@ -66,8 +65,7 @@ class LatencyRecorder:
         self._buf[self._n:self._n + n] = latencies_ns
         self._n += n
 
-    def add_one(self, latency_ns: int) -> None:
-        """add() of a single latency, without building an array for it."""
+    def _push_one(self, latency_ns: int) -> None:
         if self._n == len(self._buf):
             self.fold()
         self._buf[self._n] = latency_ns
@@ -77,6 +75,26 @@ class LatencyRecorder:
         if self._n:
             n, self._n = self._n, 0
             self._record(self._buf[:n])
+
+    def _record(self, latencies_ns: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+class LatencyRecorder(_Buffered):
+    """Latencies (ns in, recorded as µs) into an HdrHistogram, folded in bulk:
+    buffered, then counted per histogram bucket with ``np.bincount`` and
+    recorded once per bucket that has any."""
+
+    def __init__(self):
+        super().__init__(_CAPACITY)
+        self.hist = new_histogram()
+
+    def add(self, latencies_ns: np.ndarray) -> None:
+        self._push(latencies_ns)
+
+    def add_one(self, latency_ns: int) -> None:
+        """add() of a single latency, without building an array for it."""
+        self._push_one(latency_ns)
 
     def _record(self, latencies_ns: np.ndarray) -> None:
         us = latencies_ns // 1000
@@ -154,7 +172,7 @@ TIMELINE_EDGES_NS = np.round(10.0 ** np.arange(4.0, 11.0001, 0.05)).astype(np.in
 _TIMELINE_BUFFER = 1 << 16
 
 
-class LatencyTimeline:
+class LatencyTimeline(_Buffered):
     """Latencies by when they were recorded, in buckets of ``width_s`` from
     ``t0_ns``: per bucket a count per bin of TIMELINE_EDGES_NS and the
     largest. Latencies are buffered while their bucket is current and
@@ -162,41 +180,28 @@ class LatencyTimeline:
     and ``np.bincount`` a bucket, not a numpy call per message."""
 
     def __init__(self, t0_ns: int, width_s: float):
+        super().__init__(_TIMELINE_BUFFER)
         self.t0, self.width = t0_ns, int(width_s * 1e9)
         self.bins: list[np.ndarray] = []
         self.maxima: list[int] = []
-        self._buf = np.empty(_TIMELINE_BUFFER, dtype=np.int64)
-        self._n = 0
-        self._bucket = 0
+        self._bucket = 0        # the bucket what is buffered belongs to
 
     def add(self, now_ns: int, latencies_ns) -> None:
-        n = len(latencies_ns)
-        if not n:
-            return
-        b = max(0, (now_ns - self.t0) // self.width)
-        if b != self._bucket or self._n + n > len(self._buf):
-            self.fold()
-            self._bucket = b
-            if n > len(self._buf):
-                self._count(np.asarray(latencies_ns, dtype=np.int64))
-                return
-        self._buf[self._n:self._n + n] = latencies_ns
-        self._n += n
+        if len(latencies_ns):
+            self._at(now_ns)
+            self._push(latencies_ns)
 
     def add_one(self, now_ns: int, latency_ns: int) -> None:
+        self._at(now_ns)
+        self._push_one(latency_ns)
+
+    def _at(self, now_ns: int) -> None:
         b = max(0, (now_ns - self.t0) // self.width)
-        if b != self._bucket or self._n == len(self._buf):
+        if b != self._bucket:
             self.fold()
             self._bucket = b
-        self._buf[self._n] = latency_ns
-        self._n += 1
 
-    def fold(self) -> None:
-        if self._n:
-            n, self._n = self._n, 0
-            self._count(self._buf[:n])
-
-    def _count(self, latencies_ns: np.ndarray) -> None:
+    def _record(self, latencies_ns: np.ndarray) -> None:
         b = self._bucket
         while b >= len(self.bins):
             self.bins.append(np.zeros(len(TIMELINE_EDGES_NS) + 1, dtype=np.int64))
