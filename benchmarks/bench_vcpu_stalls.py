@@ -24,96 +24,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
-import os
 import sys
-import time
 
-STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-
-
-def spin(cpu: int | None, seconds: float, min_gap_s: float, out, ready=None, go=None) -> None:
-    """Read the clock for ``seconds`` on ``cpu`` (None: where it runs);
-    put [(seconds from the start, gap in ms)] of the gaps over ``min_gap_s``.
-    With ``ready``/``go`` (a semaphore and an event): say it is ready, and
-    start when every spinner is (none is started while another one's
-    interpreter starts on its CPU)."""
-    if cpu is not None:
-        os.sched_setaffinity(0, {cpu})
-    if ready is not None:
-        ready.release()
-        go.wait()
-    clock = time.perf_counter
-    cpu0 = time.process_time()
-    start = last = clock()
-    end = start + seconds
-    gaps = []
-    while last < end:
-        now = clock()
-        if now - last > min_gap_s:
-            gaps.append((round(last - start, 4), round((now - last) * 1e3, 3)))
-        last = now
-    out.put((cpu, (gaps, time.process_time() - cpu0)))
-
-
-def cpu_ticks() -> dict:
-    """/proc/stat's whole-machine CPU time, in clock ticks, by field."""
-    with open("/proc/stat") as f:
-        values = f.readline().split()[1:1 + len(STAT_FIELDS)]
-    return dict(zip(STAT_FIELDS, map(int, values)))
-
-
-def process_ticks() -> dict:
-    """{pid: (name, user + system clock ticks)} of every process now."""
-    out = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        out[int(pid)] = (name, int(fields[11]) + int(fields[12]))
-    return out
-
-
-def probe(seconds: float, min_ms: float) -> dict:
-    cpus = sorted(os.sched_getaffinity(0))
-    ctx = multiprocessing.get_context("spawn")
-    out, ready, go = ctx.Queue(), ctx.Semaphore(0), ctx.Event()
-    children = [ctx.Process(target=spin, args=(cpu, seconds, min_ms / 1e3, out, ready, go))
-                for cpu in cpus]
-    for c in children:
-        c.start()
-    for _ in children:
-        if not ready.acquire(timeout=60):
-            raise SystemExit("a spinner did not start in 60 s")
-    time.sleep(0.2)         # their interpreters' start-up done, the parent's too
-    before, processes = cpu_ticks(), process_ticks()
-    go.set()
-    got = dict(out.get(timeout=seconds + 60) for _ in children)
-    after, processes_after = cpu_ticks(), process_ticks()
-    for c in children:
-        c.join()
-    hz = os.sysconf("SC_CLK_TCK")
-    accounted = {k: (after[k] - before[k]) / hz for k in ("steal", "irq", "softirq")}
-    per_cpu = {cpu: {"gaps": got[cpu][0], "stalled_ms": round(sum(ms for _, ms in got[cpu][0]), 3)}
-               for cpu in cpus}
-    # the machine's busy time besides the spinners' own: other processes,
-    # the kernel's threads (interrupts are counted above)
-    busy = sum(after[k] - before[k] for k in ("user", "nice", "system")) / hz
-    accounted["other_work"] = max(0.0, busy - sum(spent for _, spent in got.values()))
-    spinners = {c.pid for c in children}
-    others = sorted(((ticks - processes[pid][1]) / hz, pid, name)
-                    for pid, (name, ticks) in processes_after.items()
-                    if pid in processes and pid not in spinners and ticks > processes[pid][1])
-    accounted["busiest_others"] = [{"pid": pid, "name": name, "cpu_s": cpu_s}
-                                   for cpu_s, pid, name in reversed(others[-5:])]
-    return {"seconds": seconds, "min_ms": min_ms, "cpus": per_cpu, "accounted_s": accounted,
-            "load_average": os.getloadavg()}
+from kafkalite.bench.stalls import probe
 
 
 def main(argv=None) -> int:

@@ -33,7 +33,7 @@ def load_workload(path: str) -> Workload:
 
 def run(workloads: list[Workload], out_dir: str, drivers: list[str] | None = None,
         work_dir: str | None = None, progress: bool = True, say=print, rounds: int = 1,
-        warm_memory: int | None = None) -> dict:
+        warm_memory: int | None = None, stall_probe: float = 0.0) -> dict:
     """Runs every workload on every driver (``drivers``, else the workload's
     own list, else all) ``rounds`` times, writes the report files into
     ``out_dir`` and returns the results document (see report.py).
@@ -46,7 +46,9 @@ def run(workloads: list[Workload], out_dir: str, drivers: list[str] | None = Non
     start and end (measure.machine_change) beside its figures.
     ``warm_memory`` bytes are written and freed once before the first run
     (measure.warm_memory): off by default, so that figures are honest
-    about a cold start."""
+    about a cold start. ``stall_probe`` seconds (0: none) a process spinning
+    on each CPU records when its CPU was taken from it, before the first
+    run (stalls.py): the floor under the run's latencies."""
     import os
 
     from kafkalite.bench import measure, report, runner
@@ -62,8 +64,14 @@ def run(workloads: list[Workload], out_dir: str, drivers: list[str] | None = Non
         warmed = measure.warm_memory(warm_memory)
         say(f"warmed {measure.human_bytes(warmed['bytes'])} of memory in "
             f"{warmed['seconds']:.2f} s" + ("" if warmed["ok"] else f" (failed: {warmed['error']})"))
+    stalls = None
+    if stall_probe:
+        from kafkalite.bench.stalls import probe, summary
+        stalls = probe(stall_probe, 1.0)
+        say(summary(stalls))
     machine = measure.machine_info(work_dir or os.path.abspath(os.getcwd()))
     machine["warm_memory"] = warmed if warm_memory else None    # None: a cold start
+    machine["cpu_stalls"] = stalls                               # None: not probed
     started = time.monotonic()
     runs = []
     for w in workloads:

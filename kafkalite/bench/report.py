@@ -27,6 +27,7 @@ import os
 import statistics
 import sys
 
+from kafkalite.bench.stalls import summary as stalls_summary
 from kafkalite.bench.measure import gc_summary, human_bytes, machine_summary, markdown_table, \
     pyplot, save_figure
 
@@ -212,6 +213,8 @@ def markdown(doc: dict) -> str:
              f"{m.get('load_average_at_end')}; free page reporting "
              f"{m.get('free_page_reporting') or 'none'}; {warmed_text(m)}. "
              f"Command: `{doc['command']}`.", ""]
+    if m.get("cpu_stalls"):
+        lines += [stalls_summary(m["cpu_stalls"]) + ".", ""]
     for entry in doc["workloads"]:
         w = entry["workload"]
         rate = "max rate (closed loop)" if w["producer_rate"] == 0 else \

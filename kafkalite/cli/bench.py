@@ -42,6 +42,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "process and free it, so that a VM's host backs it again (free page "
                         "reporting); off by default, so that figures show a cold start; "
                         "recorded in results.json")
+    p.add_argument("--stall-probe", type=float, default=0.0, metavar="S",
+                   help="before the first run, spin a process on each CPU for S seconds and "
+                        "record when its CPU was taken from it (the machine's own stalls, "
+                        "under every latency), beside the steal /proc/stat counted; off by "
+                        "default; recorded in results.json and results.md")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--list-drivers", action="store_true",
                    help="list the drivers and whether each can run here, then exit")
@@ -68,6 +73,8 @@ def run(args) -> int:
         raise ValueError(f"--warmup must be >= 0, not {args.warmup:g}")
     if args.rounds < 1:
         raise ValueError(f"--rounds must be >= 1, not {args.rounds}")
+    if not 0 <= args.stall_probe <= 600:
+        raise ValueError(f"--stall-probe takes 0 to 600 seconds, not {args.stall_probe:g}")
     warm = None
     if args.warm_memory is not None:
         from kafkalite.bench.measure import parse_size
@@ -85,7 +92,8 @@ def run(args) -> int:
                  for p in args.workloads]
     out = args.out or f"kafkalite-bench-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     doc = run_bench(workloads, out, drivers=drivers, work_dir=args.work_dir,
-                    progress=not args.no_progress, rounds=args.rounds, warm_memory=warm)
+                    progress=not args.no_progress, rounds=args.rounds, warm_memory=warm,
+                    stall_probe=args.stall_probe)
     failed = [f"{e['workload']['name']}/{r['driver']}" for e in doc["workloads"]
               for r in e["results"] if r["status"] == "failed"]
     if failed:

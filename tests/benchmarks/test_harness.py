@@ -47,7 +47,8 @@ def tiny_run(tmp_path_factory):
     wl = base / "tiny.yaml"
     wl.write_text(TINY)
     out, work = base / "out", base / "work"
-    proc = _cli(str(wl), "--out", str(out), "--work-dir", str(work), timeout=240)
+    proc = _cli(str(wl), "--out", str(out), "--work-dir", str(work), "--stall-probe", "0.3",
+                timeout=240)
     return proc, out, work
 
 
@@ -59,6 +60,10 @@ def test_every_available_driver_runs_the_workload(tiny_run):
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     doc = json.loads((out / "results.json").read_text())
     assert doc["machine"]["logical_cores"] == os.cpu_count()
+    # --stall-probe 0.3: every CPU probed before the runs, said in both places
+    stalls = doc["machine"]["cpu_stalls"]
+    assert sorted(map(int, stalls["cpus"])) == sorted(os.sched_getaffinity(0))
+    assert "CPU stalls over 0.3 s before the runs" in proc.stdout
     (entry,) = doc["workloads"]
     assert entry["workload"]["producer_rate"] == 2000
     results = {r["driver"]: r for r in entry["results"]}
@@ -89,6 +94,7 @@ def test_every_available_driver_runs_the_workload(tiny_run):
 def test_report_files(tiny_run):
     proc, out, work = tiny_run
     md = (out / "results.md").read_text()
+    assert "CPU stalls over 0.3 s before the runs" in md
     for name in DRIVER_NAMES:
         assert sum(1 for line in md.splitlines() if line.startswith(f"| {name} |")) == 1, name
     assert "| kafkalite-zmq |" in proc.stdout        # the table is printed too
@@ -156,3 +162,14 @@ def test_producer_pacing_is_read_and_checked(tmp_path):
     assert {f: load_workload(str(shipped / f)).producer_pacing_ms
             for f in ("100p-4-producers.yaml", "16p-1kb-50k.yaml", "latency-10k-1kb.yaml")} \
         == {"100p-4-producers.yaml": 1, "16p-1kb-50k.yaml": 1, "latency-10k-1kb.yaml": 0}
+
+
+@pytest.mark.parametrize("seconds", ["-1", "601"])
+def test_cli_refuses_a_stall_probe_out_of_range_with_one_line(tmp_path, seconds):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    proc = run_cli("bench", path, "--out", tmp_path / "out", "--stall-probe", seconds)
+    assert proc.returncode == 1
+    lines = proc.stderr.decode().strip().splitlines()
+    assert lines == [f"kafkalite bench: --stall-probe takes 0 to 600 seconds, not {seconds}"]
+    assert not (tmp_path / "out").exists()
