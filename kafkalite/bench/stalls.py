@@ -69,23 +69,34 @@ def process_ticks() -> dict:
 
 
 def probe(seconds: float, min_ms: float) -> dict:
+    """A spinner on each CPU this process may use, ``seconds`` long, all
+    started together: {"cpus": {cpu: {"gaps", "stalled_ms"}}, "accounted_s":
+    /proc/stat's steal, irq, softirq and other work meanwhile and the
+    busiest other processes, ...}. Spinners left behind by a failure are
+    killed."""
     cpus = sorted(os.sched_getaffinity(0))
     ctx = multiprocessing.get_context("spawn")
     out, ready, go = ctx.Queue(), ctx.Semaphore(0), ctx.Event()
     children = [ctx.Process(target=spin, args=(cpu, seconds, min_ms / 1e3, out, ready, go))
                 for cpu in cpus]
-    for c in children:
-        c.start()
-    for _ in children:
-        if not ready.acquire(timeout=60):
-            raise SystemExit("a spinner did not start in 60 s")
-    time.sleep(0.2)         # their interpreters' start-up done, the parent's too
-    before, processes = cpu_ticks(), process_ticks()
-    go.set()
-    got = dict(out.get(timeout=seconds + 60) for _ in children)
-    after, processes_after = cpu_ticks(), process_ticks()
-    for c in children:
-        c.join()
+    try:
+        for c in children:
+            c.start()
+        for _ in children:
+            if not ready.acquire(timeout=60):
+                raise RuntimeError("a CPU stall probe's spinner did not start in 60 s")
+        time.sleep(0.2)         # their interpreters' start-up done, the parent's too
+        before, processes = cpu_ticks(), process_ticks()
+        go.set()
+        got = dict(out.get(timeout=seconds + 60) for _ in children)
+        after, processes_after = cpu_ticks(), process_ticks()
+    finally:
+        for c in children:
+            if c.pid is not None:
+                c.join(5)
+                if c.is_alive():
+                    c.kill()
+                    c.join()
     hz = os.sysconf("SC_CLK_TCK")
     accounted = {k: (after[k] - before[k]) / hz for k in ("steal", "irq", "softirq")}
     per_cpu = {cpu: {"gaps": got[cpu][0], "stalled_ms": round(sum(ms for _, ms in got[cpu][0]), 3)}
