@@ -53,7 +53,7 @@ def main(argv=None) -> int:
           f"{acc['softirq'] * 1e3:.0f} ms, other processes and kernel threads about "
           f"{acc['other_work'] * 1e3:.0f} ms"
           + "".join(f"; {o['name']} (pid {o['pid']}) {o['cpu_s'] * 1e3:.0f} ms"
-                    for o in acc["busiest_others"]))
+                    for o in result["busiest_others"]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

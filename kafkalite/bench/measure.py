@@ -302,7 +302,9 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _cpu_jiffies() -> dict | None:
+def cpu_jiffies() -> dict | None:
+    """/proc/stat's whole-machine CPU time by field, in jiffies since boot
+    (None where there is no /proc/stat)."""
     text = _read("/proc/stat")
     if not text or not text.startswith("cpu "):
         return None
@@ -361,7 +363,7 @@ def machine_state() -> dict:
     kind, free memory, fault and balloon counters, free page reporting's
     counter, PSI totals."""
     reporting = page_reporting_parameters() or {}
-    return {"time": time.time(), "load_average": loadavg(), "cpu_jiffies": _cpu_jiffies(),
+    return {"time": time.time(), "load_average": loadavg(), "cpu_jiffies": cpu_jiffies(),
             "memory": _meminfo("MemAvailable", "MemFree"), "vmstat": _vmstat(),
             "reported_kib": reporting.get("reported_kib"), "pressure_us": _pressure_totals()}
 

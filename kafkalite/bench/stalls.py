@@ -17,7 +17,7 @@ import multiprocessing
 import os
 import time
 
-STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+from kafkalite.bench.measure import cpu_jiffies
 
 
 def spin(cpu: int | None, seconds: float, min_gap_s: float, out, ready=None, go=None) -> None:
@@ -44,13 +44,6 @@ def spin(cpu: int | None, seconds: float, min_gap_s: float, out, ready=None, go=
     out.put((cpu, (gaps, time.process_time() - cpu0)))
 
 
-def cpu_ticks() -> dict:
-    """/proc/stat's whole-machine CPU time, in clock ticks, by field."""
-    with open("/proc/stat") as f:
-        values = f.readline().split()[1:1 + len(STAT_FIELDS)]
-    return dict(zip(STAT_FIELDS, map(int, values)))
-
-
 def process_ticks() -> dict:
     """{pid: (name, user + system clock ticks)} of every process now."""
     out = {}
@@ -70,10 +63,10 @@ def process_ticks() -> dict:
 
 def probe(seconds: float, min_ms: float) -> dict:
     """A spinner on each CPU this process may use, ``seconds`` long, all
-    started together: {"cpus": {cpu: {"gaps", "stalled_ms"}}, "accounted_s":
-    /proc/stat's steal, irq, softirq and other work meanwhile and the
-    busiest other processes, ...}. Spinners left behind by a failure are
-    killed."""
+    started together: {"cpus": {cpu: {"gaps", "stalled_ms"}},
+    "accounted_s": /proc/stat's steal, irq, softirq and other work
+    meanwhile, "busiest_others": the five processes that used the most CPU
+    meanwhile, ...}. Spinners left behind by a failure are killed."""
     cpus = sorted(os.sched_getaffinity(0))
     ctx = multiprocessing.get_context("spawn")
     out, ready, go = ctx.Queue(), ctx.Semaphore(0), ctx.Event()
@@ -86,10 +79,10 @@ def probe(seconds: float, min_ms: float) -> dict:
             if not ready.acquire(timeout=60):
                 raise RuntimeError("a CPU stall probe's spinner did not start in 60 s")
         time.sleep(0.2)         # their interpreters' start-up done, the parent's too
-        before, processes = cpu_ticks(), process_ticks()
+        before, processes = cpu_jiffies() or {}, process_ticks()
         go.set()
         got = dict(out.get(timeout=seconds + 60) for _ in children)
-        after, processes_after = cpu_ticks(), process_ticks()
+        after, processes_after = cpu_jiffies() or {}, process_ticks()
     finally:
         for c in children:
             if c.pid is not None:
@@ -98,21 +91,25 @@ def probe(seconds: float, min_ms: float) -> dict:
                     c.kill()
                     c.join()
     hz = os.sysconf("SC_CLK_TCK")
-    accounted = {k: (after[k] - before[k]) / hz for k in ("steal", "irq", "softirq")}
+
+    def spent(*fields) -> float:
+        return sum(after.get(k, 0) - before.get(k, 0) for k in fields) / hz
+
+    accounted = {k: spent(k) for k in ("steal", "irq", "softirq")}
     per_cpu = {cpu: {"gaps": got[cpu][0], "stalled_ms": round(sum(ms for _, ms in got[cpu][0]), 3)}
                for cpu in cpus}
     # the machine's busy time besides the spinners' own: other processes,
     # the kernel's threads (interrupts are counted above)
-    busy = sum(after[k] - before[k] for k in ("user", "nice", "system")) / hz
-    accounted["other_work"] = max(0.0, busy - sum(spent for _, spent in got.values()))
+    accounted["other_work"] = max(0.0, spent("user", "nice", "system")
+                                  - sum(cpu_s for _, cpu_s in got.values()))
     spinners = {c.pid for c in children}
     others = sorted(((ticks - processes[pid][1]) / hz, pid, name)
                     for pid, (name, ticks) in processes_after.items()
                     if pid in processes and pid not in spinners and ticks > processes[pid][1])
-    accounted["busiest_others"] = [{"pid": pid, "name": name, "cpu_s": cpu_s}
-                                   for cpu_s, pid, name in reversed(others[-5:])]
+    busiest = [{"pid": pid, "name": name, "cpu_s": cpu_s}
+               for cpu_s, pid, name in reversed(others[-5:])]
     return {"seconds": seconds, "min_ms": min_ms, "cpus": per_cpu, "accounted_s": accounted,
-            "load_average": os.getloadavg()}
+            "busiest_others": busiest, "load_average": os.getloadavg()}
 
 
 def summary(result: dict) -> str:
@@ -123,7 +120,8 @@ def summary(result: dict) -> str:
         parts.append(f"cpu {cpu} {r['stalled_ms']:.1f} ms in {len(gaps)} gap(s)"
                      + (f" (longest {max(ms for _, ms in gaps):.1f} ms)" if gaps else ""))
     acc = result["accounted_s"]
-    others = ", ".join(f"{o['name']} {o['cpu_s'] * 1e3:.0f} ms" for o in acc["busiest_others"][:3])
+    others = ", ".join(f"{o['name']} {o['cpu_s'] * 1e3:.0f} ms"
+                       for o in result["busiest_others"][:3])
     return (f"CPU stalls over {result['seconds']:g} s before the runs (gaps over "
             f"{result['min_ms']:g} ms of a process spinning on each CPU): {'; '.join(parts)}; "
             f"steal counted {acc['steal'] * 1e3:.0f} ms"

@@ -47,8 +47,8 @@ def test_a_short_run_reports_every_cpu_and_the_accounting(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     result = json.loads(out.read_text())
     assert sorted(int(c) for c in result["cpus"]) == sorted(os.sched_getaffinity(0))
-    assert set(result["accounted_s"]) >= {"steal", "irq", "softirq", "other_work",
-                                          "busiest_others"}
+    assert set(result["accounted_s"]) == {"steal", "irq", "softirq", "other_work"}
+    assert all(o["cpu_s"] > 0 for o in result["busiest_others"])
     assert "CPU(s) probed for 0.3 s" in r.stdout
     assert "the guest's accounting over the probe" in r.stdout
 
@@ -57,8 +57,8 @@ def test_the_summary_names_each_cpu_and_the_accounting():
     result = {"seconds": 2.0, "min_ms": 1.0, "load_average": (0.5, 0.5, 0.5),
               "cpus": {0: {"gaps": [], "stalled_ms": 0.0},
                        1: {"gaps": [(0.5, 6.25), (1.5, 8.5)], "stalled_ms": 14.75}},
-              "accounted_s": {"steal": 0.01, "irq": 0.0, "softirq": 0.0, "other_work": 0.05,
-                              "busiest_others": [{"pid": 1, "name": "agent", "cpu_s": 0.04}]}}
+              "accounted_s": {"steal": 0.01, "irq": 0.0, "softirq": 0.0, "other_work": 0.05},
+              "busiest_others": [{"pid": 1, "name": "agent", "cpu_s": 0.04}]}
     assert stalls.summary(result) == (
         "CPU stalls over 2 s before the runs (gaps over 1 ms of a process spinning on each "
         "CPU): cpu 0 0.0 ms in 0 gap(s); cpu 1 14.8 ms in 2 gap(s) (longest 8.5 ms); steal "
