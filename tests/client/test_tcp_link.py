@@ -16,6 +16,7 @@ the others share the session's ``server`` on topics of their own.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import struct
@@ -512,11 +513,14 @@ def test_small_answers_are_read_into_the_links_buffer_not_a_new_one_a_read(peer)
             for _ in range(20):
                 cids.append(ask(link))
                 peer.conn.sendall(api_versions_answer(peer.read_request()))
-                time.sleep(0.002)           # the answer is there before the read
-                before = tracemalloc.get_traced_memory()[0]
-                tracemalloc.reset_peak()
-                got = link.receive()
-                peaks.append(tracemalloc.get_traced_memory()[1] - before)
+                got, peak = [], 0
+                while not got:              # reads until the answer is whole
+                    assert select.select([link.sock], [], [], 5)[0], "no answer in 5 s"
+                    before = tracemalloc.get_traced_memory()[0]
+                    tracemalloc.reset_peak()
+                    got = link.receive()
+                    peak = max(peak, tracemalloc.get_traced_memory()[1] - before)
+                peaks.append(peak)
                 assert [cid for cid, _ in got] == cids[-1:]
         finally:
             tracemalloc.stop()
