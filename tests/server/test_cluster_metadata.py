@@ -322,6 +322,23 @@ def test_a_node_starting_takes_no_lock_a_controller_write_holds(db):
     assert got == [[1]]
 
 
+def test_the_schema_is_made_on_a_connection_whose_own_timeout_is_shorter(db):
+    """A lease's first acquire makes the schema on its own connection,
+    whose statements wait 2 s: on a fresh-clone suite run's loaded
+    machine, a fresh database's first statements took longer and the
+    acquire failed ("canceling statement due to statement timeout").
+    Making the schema waits START_TIMEOUT_S whatever the connection's own
+    timeout; here that is 1 ms, which every DDL statement passes; after
+    it, the connection's own timeout is back."""
+    conn = cluster_store.connect(db, 0.001, autocommit=True)
+    try:
+        assert cluster_store.create_schema(conn)
+        assert conn.execute("SHOW statement_timeout").fetchone()[0] == "1ms"
+        assert cluster_store.create_schema(conn)            # in place: reads only
+    finally:
+        conn.close()
+
+
 def test_the_same_node_takes_its_lease_back_at_once(db):
     first = leases(db, 4, ttl_ms=60_000)
     assert first.acquire()

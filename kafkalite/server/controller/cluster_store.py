@@ -254,8 +254,14 @@ def create_schema(conn: psycopg.Connection) -> str:
     while the winner's first metadata writes held the lease row and then
     wanted kafkalite_cluster (its metadata offset), it locked the two
     tables in the other order: PostgreSQL found a deadlock and failed one
-    of them, and the losing node's process ended with its workers."""
+    of them, and the losing node's process ended with its workers.
+
+    It is a start-up step, so it waits START_TIMEOUT_S for each statement,
+    not the connection's own timeout (a lease's 2 s): a fresh database's
+    first statements load its catalogs, and on a loaded machine that took
+    a lease's first acquire past 2 s, failing it."""
     with conn.transaction():
+        conn.execute(f"SET LOCAL statement_timeout = {int(START_TIMEOUT_S * 1000)}")
         found = _schema_in_place(conn)
         if found is not None:
             return found
