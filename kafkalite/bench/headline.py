@@ -110,6 +110,22 @@ def when(doc: dict) -> str:
     return f"{t:%Y-%m-%d (%H:%M UTC)}"
 
 
+def workers_text(entries: list[dict]) -> str:
+    """How many partition workers the kafkalite drivers' server ran, for
+    each workload (results of before kafkaliteWorkers: 2, as the bench
+    always started then)."""
+    counts: dict[int, list[str]] = {}
+    for e in entries:
+        counts.setdefault(e["workload"].get("kafkalite_workers") or 2, []).append(
+            e["workload"]["name"])
+    if len(counts) == 1:
+        n = next(iter(counts))
+        return f"kafkalite's server ran {n} partition worker{'s' if n != 1 else ''}"
+    return "kafkalite's server ran " + "; ".join(
+        f"{n} partition worker{'s' if n != 1 else ''} for {', '.join(names)}"
+        for n, names in sorted(counts.items()))
+
+
 def block(doc: dict, results_path: str, page_path: str, tool_command: str) -> str:
     """What goes between the markers."""
     entries = [e for e in doc["workloads"] if any(r["status"] == "ok" for r in e["results"])]
@@ -134,7 +150,7 @@ def block(doc: dict, results_path: str, page_path: str, tool_command: str) -> st
     about = textwrap.fill(
         f"Run of {when(doc)}, {rounds} round(s) of every driver (a fresh server each run, the "
         f"driver going first rotated a round), about {max(1, round(minutes))} minute(s): "
-        f"{machine_text(doc)}. Each cell: consume rate, then end-to-end latency p50 / p99 "
+        f"{machine_text(doc)}; {workers_text(entries)}. Each cell: consume rate, then end-to-end latency p50 / p99 "
         "measured from each message's intended send time; each figure the median of the "
         "rounds, the lowest and highest round in brackets. Written by "
         "`tools/performance-table` from the run's results.json; full tables (publish rates, "

@@ -179,6 +179,13 @@ def pacing_text(w: dict) -> str:
             f"it was due)")
 
 
+def workers_text(w: dict) -> str:
+    """The kafkalite drivers' server (results of before kafkaliteWorkers
+    have none: the bench always started 2 workers then)."""
+    n = w.get("kafkalite_workers") or 2
+    return f"kafkalite's server with {n} partition worker{'s' if n != 1 else ''}"
+
+
 def machine_rows(results: list[dict], rounds: int = 1) -> list[str]:
     """One bullet per driver run: the machine's state over it, and the
     bench clients' own collector pauses (charged to their messages)."""
@@ -228,7 +235,7 @@ def markdown(doc: dict) -> str:
                   f"{w['topics']} topic(s) x {w['partitions_per_topic']} partition(s), "
                   f"{w['message_size']} B messages, {w['key_distributor']}, "
                   f"{w['producers']} producer(s), {w['consumers']} consumer(s), {rate}; "
-                  f"{phases}.", "",
+                  f"{phases}; {workers_text(w)}.", "",
                   markdown_table(rows(entry["results"], rounds), HEADERS), ""]
         if rounds > 1:
             order = "; ".join(f"round {i + 1}: {', '.join(o)}"

@@ -46,6 +46,13 @@ kafkalite's own additions (OMB puts such things in driver files):
                              For workloads whose paced producers would otherwise
                              take the cores the system under test needs (four or
                              more on 2 cores); it needs producerRate > 0
+    kafkaliteWorkers         int >= 1 (default 2): partition worker processes of the
+                             server the kafkalite drivers start (kafkalite-zmq, -shm,
+                             -tcp, -records, and -kafka/-kafka-tuned through its Kafka
+                             listener). Each worker is a broker of its own: a client
+                             writing to partitions on two workers sends each tick's
+                             records in two requests, not one, and waits for two
+                             answers (see benchmarks/workloads/100p-4-producers.yaml)
     targets                  optional mapping: driver name -> {publish_rate,
                              consume_rate (msg/s, at least), e2e_p99_ms (at most)};
                              the report says for each whether it was met. Targets are
@@ -88,6 +95,7 @@ class Workload:
     consumers_per_subscription: int = 1
     producer_rate: float = 0.0
     producer_pacing_ms: float = 0.0
+    kafkalite_workers: int = 2
     test_seconds: float = 60.0
     warmup_seconds: float = 0.0
     backlog_gb: float = 0.0
@@ -146,7 +154,8 @@ class Workload:
                   f"{self.warmup_seconds:g} s warm-up + {self.test_seconds:g} s test")
         return (f"{self.topics} topic(s) x {self.partitions_per_topic} partition(s), "
                 f"{self.message_size} B messages, {self.key_distributor}, "
-                f"{self.producers} producer(s), {self.consumers} consumer(s), {rate}, {phases}")
+                f"{self.producers} producer(s), {self.consumers} consumer(s), {rate}, {phases}, "
+                f"kafkalite's server with {self.kafkalite_workers} worker(s)")
 
 
 def _int(path, data, field, default, minimum):
@@ -185,7 +194,7 @@ FIELDS = ("name", "topics", "partitionsPerTopic", "messageSize", "payloadFile", 
           "producersPerTopic", "subscriptionsPerTopic", "consumerPerSubscription", "producerRate",
           "testDurationMinutes", "testDurationSeconds", "warmupDurationMinutes",
           "warmupDurationSeconds", "consumerBacklogSizeGB", "drivers", "producerConfig",
-          "consumerConfig", "producerPacingMs", "targets")
+          "consumerConfig", "producerPacingMs", "kafkaliteWorkers", "targets")
 TARGET_KEYS = ("publish_rate", "consume_rate", "e2e_p99_ms")
 
 
@@ -231,6 +240,7 @@ def parse(data, path: str = "<workload>", known_drivers=None) -> Workload:
         if w.producer_pacing_ms and w.max_rate:
             raise WorkloadError(path, "producerPacingMs", "paces a fixed rate: needs "
                                                           "producerRate > 0 (0 is a closed loop)")
+    w.kafkalite_workers = _int(path, data, "kafkaliteWorkers", 2, 1)
     w.test_seconds = _seconds(path, data, "testDuration", 60.0, strict=True)
     w.warmup_seconds = _seconds(path, data, "warmupDuration", 0.0, strict=False)
     if "consumerBacklogSizeGB" in data:

@@ -122,6 +122,27 @@ def test_the_report_says_how_each_workload_paced_its_producers(tmp_path):
     assert "sent every" not in sections["closed"] and "when due" not in sections["closed"]
 
 
+def test_the_report_and_the_headline_say_how_many_workers_the_server_ran(tmp_path):
+    from kafkalite.bench import headline
+    from kafkalite.bench.workload import parse
+    base = {"messageSize": 64, "producerRate": 1000}
+    one = parse({**base, "name": "one", "kafkaliteWorkers": 1}, "one.yaml")
+    two = parse({**base, "name": "two"}, "two.yaml")
+    doc = report.document([(one, [], []), (two, [], [])], {"logical_cores": 2}, 0.0)
+    report.write(str(tmp_path), doc)
+    md = (tmp_path / "results.md").read_text()
+    sections = {s.split("\n", 1)[0]: s for s in md.split("\n## ")[1:]}
+    assert "kafkalite's server with 1 partition worker." in sections["one"]
+    assert "kafkalite's server with 2 partition workers." in sections["two"]
+    entries = json.loads((tmp_path / "results.json").read_text())["workloads"]
+    assert headline.workers_text(entries) == ("kafkalite's server ran 1 partition worker for "
+                                              "one; 2 partition workers for two")
+    assert headline.workers_text(entries[1:]) == "kafkalite's server ran 2 partition workers"
+    del entries[0]["workload"]["kafkalite_workers"]       # a results.json of before the field
+    assert report.workers_text(entries[0]["workload"]) == \
+        "kafkalite's server with 2 partition workers"
+
+
 def test_the_report_gives_each_runs_p99_over_time():
     results = [{"driver": "a", "round": 1, "status": "ok",
                 "series": {"bucket_s": 0.5, "e2e_ms": {"p99": [12.34, None, 250.0]},

@@ -164,6 +164,39 @@ def test_producer_pacing_is_read_and_checked(tmp_path):
         == {"100p-4-producers.yaml": 1, "16p-1kb-50k.yaml": 1, "latency-10k-1kb.yaml": 0}
 
 
+def test_kafkalite_workers_is_read_and_checked(tmp_path):
+    path = tmp_path / "workers.yaml"
+    path.write_text(TINY)
+    assert load_workload(str(path)).kafkalite_workers == 2     # the bench's count before it
+    path.write_text(TINY + "kafkaliteWorkers: 1\n")
+    w = load_workload(str(path))
+    assert w.kafkalite_workers == 1 and "kafkalite's server with 1 worker(s)" in w.describe()
+    for value, problem in (("0", "must be >= 1"), ("two", "must be an integer")):
+        path.write_text(TINY + f"kafkaliteWorkers: {value}\n")
+        with pytest.raises(WorkloadError) as info:
+            load_workload(str(path))
+        assert info.value.field == "kafkaliteWorkers" and problem in info.value.problem
+    # the 100-partition workload runs one worker (its file says why); the others two
+    shipped = REPO / "benchmarks" / "workloads"
+    assert {f: load_workload(str(shipped / f)).kafkalite_workers
+            for f in ("100p-4-producers.yaml", "16p-1kb-50k.yaml", "latency-10k-1kb.yaml")} \
+        == {"100p-4-producers.yaml": 1, "16p-1kb-50k.yaml": 2, "latency-10k-1kb.yaml": 2}
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_the_kafkalite_drivers_server_runs_the_workloads_workers(tmp_path, workers):
+    from kafkalite.bench.drivers.kafkalite_zmq import KafkaliteServer
+    path = tmp_path / "workers.yaml"
+    path.write_text(TINY + f"kafkaliteWorkers: {workers}\n")
+    server = KafkaliteServer()
+    try:
+        endpoint = server.start(load_workload(str(path)), ["t"], str(tmp_path))
+        assert len(endpoint["info"]["kafka_brokers"]) == workers
+        assert len(server.server.worker_pids()) == workers
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize("seconds", ["-1", "601"])
 def test_cli_refuses_a_stall_probe_out_of_range_with_one_line(tmp_path, seconds):
     path = tmp_path / "tiny.yaml"

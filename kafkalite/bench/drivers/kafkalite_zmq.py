@@ -1,9 +1,10 @@
 """kafkalite over its native protocol on ZeroMQ (``kafkalite.transport: zmq``).
 
 The parent starts a server with kafkalite.launcher.ServerProcess
-(supervisor + 2 partition workers, free loopback ports, data in the run's
-temporary directory) and creates the topics with the AdminClient. Producers
-use ``Producer.produce_batch`` with the values as rows of one array (one
+(supervisor + the workload's kafkaliteWorkers partition workers, 2 by
+default; free loopback ports; data in the run's temporary directory) and
+creates the topics with the AdminClient. Producers use
+``Producer.produce_batch`` with the values as rows of one array (one
 Cython-encoded RecordBatch per call, no Python object per value,
 acks=1, linger.ms 1, one delivery report per batch), and ``produce`` for a
 single record (into its partition's open batch, batched by linger.ms); consumers
@@ -22,8 +23,6 @@ import numpy as np
 from kafkalite.bench.drivers.base import ConsumerClient, Driver, ProducerClient
 from kafkalite.bench.recorder import stamps_of_arrow
 
-WORKERS = 2
-
 
 class KafkaliteServer:
     """The parent half shared by the kafkalite drivers: a server and the topics."""
@@ -34,7 +33,8 @@ class KafkaliteServer:
     def start(self, workload, topics, work_dir: str, extra_args=()) -> dict:
         from kafkalite.client import AdminClient, NewTopic
         from kafkalite.launcher import ServerProcess
-        self.server = ServerProcess(os.path.join(work_dir, "kafkalite-data"), workers=WORKERS,
+        self.server = ServerProcess(os.path.join(work_dir, "kafkalite-data"),
+                                    workers=workload.kafkalite_workers,
                                     extra_args=extra_args,
                                     log_path=os.path.join(work_dir, "kafkalite-server.log"))
         self.server.start()
