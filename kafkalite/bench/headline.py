@@ -122,7 +122,8 @@ def workers_text(entries: list[dict]) -> str:
         n = next(iter(counts))
         return f"kafkalite's server ran {n} partition worker{'s' if n != 1 else ''}"
     return "kafkalite's server ran " + "; ".join(
-        f"{n} partition worker{'s' if n != 1 else ''} for {', '.join(names)}"
+        f"{n} partition worker{'s' if n != 1 else ''} for "
+        + " and ".join(f"'{name}'" for name in names)
         for n, names in sorted(counts.items()))
 
 

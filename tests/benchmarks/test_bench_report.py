@@ -136,7 +136,7 @@ def test_the_report_and_the_headline_say_how_many_workers_the_server_ran(tmp_pat
     assert "kafkalite's server with 2 partition workers." in sections["two"]
     entries = json.loads((tmp_path / "results.json").read_text())["workloads"]
     assert headline.workers_text(entries) == ("kafkalite's server ran 1 partition worker for "
-                                              "one; 2 partition workers for two")
+                                              "'one'; 2 partition workers for 'two'")
     assert headline.workers_text(entries[1:]) == "kafkalite's server ran 2 partition workers"
     del entries[0]["workload"]["kafkalite_workers"]       # a results.json of before the field
     assert report.workers_text(entries[0]["workload"]) == \
