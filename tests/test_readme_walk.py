@@ -171,6 +171,36 @@ def test_every_block_is_run_or_says_why_not():
         if b.language in readme_walk.FILE_LANGUAGES]))
 
 
+def _unwaited_servers(blocks) -> list[str]:
+    """Blocks that leave ``kafkalite server`` in the background (``&``)
+    and go on, or end, without ``kafkalite health --wait``: the next
+    command, or the reader's next block, races the server's start."""
+    out = []
+    for b in blocks:
+        if b.language not in readme_walk.RUN_LANGUAGES or b.language == "python":
+            continue
+        lines = [line for line in readme_walk.logical_lines(b.code)
+                 if line.strip() and not line.lstrip().startswith("#")]
+        for i, line in enumerate(lines):
+            if line.startswith(readme_walk.SERVER_COMMAND) and line.rstrip().endswith("&"):
+                after = lines[i + 1] if i + 1 < len(lines) else ""
+                if not after.startswith("kafkalite health --wait"):
+                    out.append(f"{b.name()}: `{line.strip()}`")
+    return out
+
+
+def test_a_server_left_in_the_background_is_waited_for():
+    """docs/tiered-storage.md's server line had no wait after it: the
+    Python block after it found no server yet under a fresh-clone run's
+    load, and confluent-kafka's create_topics failed (_DESTROY_BROKER)."""
+    unwaited = _unwaited_servers(b for w in WALKS for b in w.blocks)
+    assert not unwaited, ("a background server with no `kafkalite health --wait` after it:\n"
+                          + "\n".join(unwaited))
+    planted = readme_walk.walks("# t\n\n## s\n\n```bash\nkafkalite server --config t.toml &\n"
+                                "```\n", "planted.md")
+    assert len(_unwaited_servers(b for w in planted for b in w.blocks)) == 1
+
+
 def test_generated_pages_are_the_generators():
     """The pages left out are exactly those the code writes."""
     from kafkalite.tools import gen_docs
