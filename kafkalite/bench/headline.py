@@ -30,7 +30,8 @@ import sys
 import textwrap
 
 from kafkalite.bench.measure import human_bytes
-from kafkalite.bench.report import ROUND_FIGURES, over_rounds, warmed_text
+from kafkalite.bench.report import (ROUND_FIGURES, kafkalite_workers, over_rounds,
+                                    warmed_text, workers_phrase)
 
 START, END = "<!-- headline:start -->", "<!-- headline:end -->"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -112,18 +113,14 @@ def when(doc: dict) -> str:
 
 def workers_text(entries: list[dict]) -> str:
     """How many partition workers the kafkalite drivers' server ran, for
-    each workload (results of before kafkaliteWorkers: 2, as the bench
-    always started then)."""
+    each workload."""
     counts: dict[int, list[str]] = {}
     for e in entries:
-        counts.setdefault(e["workload"].get("kafkalite_workers") or 2, []).append(
-            e["workload"]["name"])
+        counts.setdefault(kafkalite_workers(e["workload"]), []).append(e["workload"]["name"])
     if len(counts) == 1:
-        n = next(iter(counts))
-        return f"kafkalite's server ran {n} partition worker{'s' if n != 1 else ''}"
+        return f"kafkalite's server ran {workers_phrase(next(iter(counts)))}"
     return "kafkalite's server ran " + "; ".join(
-        f"{n} partition worker{'s' if n != 1 else ''} for "
-        + " and ".join(f"'{name}'" for name in names)
+        f"{workers_phrase(n)} for " + " and ".join(f"'{name}'" for name in names)
         for n, names in sorted(counts.items()))
 
 
@@ -151,9 +148,9 @@ def block(doc: dict, results_path: str, page_path: str, tool_command: str) -> st
     about = textwrap.fill(
         f"Run of {when(doc)}, {rounds} round(s) of every driver (a fresh server each run, the "
         f"driver going first rotated a round), about {max(1, round(minutes))} minute(s): "
-        f"{machine_text(doc)}; {workers_text(entries)}. Each cell: consume rate, then end-to-end latency p50 / p99 "
-        "measured from each message's intended send time; each figure the median of the "
-        "rounds, the lowest and highest round in brackets. Written by "
+        f"{machine_text(doc)}; {workers_text(entries)}. Each cell: consume rate, then "
+        "end-to-end latency p50 / p99 measured from each message's intended send time; each "
+        "figure the median of the rounds, the lowest and highest round in brackets. Written by "
         "`tools/performance-table` from the run's results.json; full tables (publish rates, "
         f"publish latency, p99.9, max, each run's machine state): [`results.md`]({full}); "
         "how it measures: [`benchmarks/README.md`](../benchmarks/README.md).",

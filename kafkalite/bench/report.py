@@ -179,11 +179,18 @@ def pacing_text(w: dict) -> str:
             f"it was due)")
 
 
+def kafkalite_workers(w: dict) -> int:
+    """The partition workers of the kafkalite drivers' server (results of
+    before kafkaliteWorkers have none: the bench always started 2 then)."""
+    return w.get("kafkalite_workers") or 2
+
+
+def workers_phrase(n: int) -> str:
+    return f"{n} partition worker{'s' if n != 1 else ''}"
+
+
 def workers_text(w: dict) -> str:
-    """The kafkalite drivers' server (results of before kafkaliteWorkers
-    have none: the bench always started 2 workers then)."""
-    n = w.get("kafkalite_workers") or 2
-    return f"kafkalite's server with {n} partition worker{'s' if n != 1 else ''}"
+    return f"kafkalite's server with {workers_phrase(kafkalite_workers(w))}"
 
 
 def machine_rows(results: list[dict], rounds: int = 1) -> list[str]:

@@ -141,6 +141,23 @@ def test_cli_refuses_a_bad_workload_with_one_line(tmp_path):
     assert not (tmp_path / "out").exists()       # nothing ran
 
 
+def _refused(path, text: str, field: str, problem: str) -> None:
+    """``text`` as a workload file is refused naming ``field`` and ``problem``."""
+    path.write_text(text)
+    with pytest.raises(WorkloadError) as info:
+        load_workload(str(path))
+    assert info.value.field == field and problem in info.value.problem
+
+
+SHIPPED = ("100p-4-producers.yaml", "16p-1kb-50k.yaml", "latency-10k-1kb.yaml")
+
+
+def _shipped(attr: str) -> dict:
+    """``attr`` of each of the headline's shipped workloads."""
+    return {f: getattr(load_workload(str(REPO / "benchmarks" / "workloads" / f)), attr)
+            for f in SHIPPED}
+
+
 def test_producer_pacing_is_read_and_checked(tmp_path):
     path = tmp_path / "paced.yaml"
     path.write_text(TINY + "producerPacingMs: 1.5\n")
@@ -148,20 +165,14 @@ def test_producer_pacing_is_read_and_checked(tmp_path):
     assert w.producer_pacing_ms == 1.5 and "sent every 1.5 ms" in w.describe()
     path.write_text(TINY)
     assert load_workload(str(path)).producer_pacing_ms == 0
-    for text, problem in ((TINY + "producerPacingMs: -1\n", "must be >= 0"),
-                          (TINY.replace("producerRate: 2000", "producerRate: 0")
-                           + "producerPacingMs: 1\n", "needs producerRate > 0")):
-        path.write_text(text)
-        with pytest.raises(WorkloadError) as info:
-            load_workload(str(path))
-        assert info.value.field == "producerPacingMs" and problem in info.value.problem
+    _refused(path, TINY + "producerPacingMs: -1\n", "producerPacingMs", "must be >= 0")
+    _refused(path, TINY.replace("producerRate: 2000", "producerRate: 0") + "producerPacingMs: 1\n",
+             "producerPacingMs", "needs producerRate > 0")
     # the shipped workloads with several paced producer processes or a
     # message due every 20 µs pace at 1 ms; the sub-millisecond latency one
     # sends each message when due
-    shipped = REPO / "benchmarks" / "workloads"
-    assert {f: load_workload(str(shipped / f)).producer_pacing_ms
-            for f in ("100p-4-producers.yaml", "16p-1kb-50k.yaml", "latency-10k-1kb.yaml")} \
-        == {"100p-4-producers.yaml": 1, "16p-1kb-50k.yaml": 1, "latency-10k-1kb.yaml": 0}
+    assert _shipped("producer_pacing_ms") == {"100p-4-producers.yaml": 1, "16p-1kb-50k.yaml": 1,
+                                              "latency-10k-1kb.yaml": 0}
 
 
 def test_kafkalite_workers_is_read_and_checked(tmp_path):
@@ -171,16 +182,11 @@ def test_kafkalite_workers_is_read_and_checked(tmp_path):
     path.write_text(TINY + "kafkaliteWorkers: 1\n")
     w = load_workload(str(path))
     assert w.kafkalite_workers == 1 and "kafkalite's server with 1 worker(s)" in w.describe()
-    for value, problem in (("0", "must be >= 1"), ("two", "must be an integer")):
-        path.write_text(TINY + f"kafkaliteWorkers: {value}\n")
-        with pytest.raises(WorkloadError) as info:
-            load_workload(str(path))
-        assert info.value.field == "kafkaliteWorkers" and problem in info.value.problem
+    _refused(path, TINY + "kafkaliteWorkers: 0\n", "kafkaliteWorkers", "must be >= 1")
+    _refused(path, TINY + "kafkaliteWorkers: two\n", "kafkaliteWorkers", "must be an integer")
     # the 100-partition workload runs one worker (its file says why); the others two
-    shipped = REPO / "benchmarks" / "workloads"
-    assert {f: load_workload(str(shipped / f)).kafkalite_workers
-            for f in ("100p-4-producers.yaml", "16p-1kb-50k.yaml", "latency-10k-1kb.yaml")} \
-        == {"100p-4-producers.yaml": 1, "16p-1kb-50k.yaml": 2, "latency-10k-1kb.yaml": 2}
+    assert _shipped("kafkalite_workers") == {"100p-4-producers.yaml": 1, "16p-1kb-50k.yaml": 2,
+                                             "latency-10k-1kb.yaml": 2}
 
 
 @pytest.mark.parametrize("workers", [1, 3])
