@@ -62,6 +62,7 @@ UNIT_MODULES = (
     "client/test_arrow_columns.py", "client/test_assignors.py", "client/test_buffer_pool.py",
     "client/test_config.py", "client/test_partitioner.py", "client/test_connection_monitor.py",
     "connect/test_connect_converters.py", "connect/test_connect_transforms.py",
+    "connect/test_file_access.py",
     "server/test_authorizer.py", "server/test_consumer_group_assignors.py",
     "server/test_listeners.py", "server/test_metadata_and_config.py", "server/test_purgatory.py",
     "streams/test_streams_driver.py", "streams/test_streams_errors_driver.py",

@@ -25,6 +25,7 @@ import traceback
 from kafkalite.connect import plugins
 from kafkalite.connect.config import (CLASS, INT, LIST, STRING, ConfigDef, ConfigException,
                                       at_least)
+from kafkalite.connect.config_providers import reverse_transform
 from kafkalite.connect.creator import admin_config
 from kafkalite.connect.errors import (AlreadyExistsException, BadRequestException,
                                       ConnectException, ForbiddenException, NotFoundException)
@@ -187,6 +188,8 @@ class WorkerConnector:
 class ConnectorContext:
     def __init__(self, herder, name):
         self._herder, self._name = herder, name
+        # the files the connector may name (file_access.py)
+        self.file_access = herder.worker.file_access
 
     def request_task_reconfiguration(self) -> None:
         threading.Thread(target=self._herder.reconfigure, args=(self._name,), daemon=True).start()
@@ -222,6 +225,8 @@ class Herder:
         except ConnectException as e:
             raise BadRequestException(str(e)) from None
         inst = cls()
+        # a connector's validate may ask its context (which files this worker lets it name)
+        inst.initialize(ConnectorContext(self, config.get("name")))
         defs = COMMON.merge(ERRORS_CONFIG)
         if getattr(cls, "TYPE", None) == "sink":
             defs = defs.merge(SINK)
@@ -273,11 +278,11 @@ class Herder:
                 add("errors.deadletterqueue.topic.name",
                     f"The DLQ topic '{dlq}' may not be included in the list of topics "
                     f"('topics=...') consumed by the connector")
-        from kafkalite.connect.converters import CONVERTERS
+        from kafkalite.connect.converters import CONVERTERS, Converter
         for key in ("key.converter", "value.converter"):
             if config.get(key):
                 try:
-                    plugins.load_class(config[key], CONVERTERS)
+                    plugins.load_class(config[key], CONVERTERS, Converter)
                 except ConnectException as e:
                     add(key, f"Invalid value {config[key]} for configuration {key}: {e}")
 
@@ -373,11 +378,14 @@ class Herder:
     def plugin_config(self, plugin: str) -> list[dict]:
         """KIP-769: the config definitions of a connector, transformation,
         predicate or converter plugin (its own keys, as Kafka's answer)."""
-        from kafkalite.connect.converters import CONVERTERS
-        from kafkalite.connect.transforms import PREDICATES, TRANSFORMS
-        for known in (plugins.CONNECTORS, TRANSFORMS, PREDICATES, CONVERTERS):
+        from kafkalite.connect.api import Connector
+        from kafkalite.connect.converters import CONVERTERS, Converter
+        from kafkalite.connect.transforms import (PREDICATES, TRANSFORMS, Predicate,
+                                                  Transformation)
+        for known, base in ((plugins.CONNECTORS, Connector), (TRANSFORMS, Transformation),
+                            (PREDICATES, Predicate), (CONVERTERS, Converter)):
             try:
-                cls = plugins.load_class(plugin, known)
+                cls = plugins.load_class(plugin, known, base)
             except plugins.ClassNotFound:
                 continue
             except ConnectException:
@@ -444,14 +452,26 @@ class Herder:
         c.instance = cls()
         c.instance.initialize(ConnectorContext(self, c.name))
         try:
-            c.instance.start(dict(c.config))
-            c.task_configs = list(c.instance.task_configs(int(c.config.get("tasks.max", 1))))
+            self._start_instance(c)
+            c.task_configs = self._new_task_configs(c)
         except Exception as e:  # noqa: BLE001 -- a connector failure is its FAILED state
             c.trace, c.state = "".join(traceback.format_exception(e)), FAILED
             c.task_configs = []
             return
         c.state, c.trace = (PAUSED if c.target == "PAUSED" else RUNNING), None
         self._start_tasks(c)
+
+    def _start_instance(self, c: WorkerConnector) -> None:
+        """The connector's start, with its config's provider references
+        resolved (config_providers.py): the resolved values live only in the
+        running instance."""
+        c.instance.start(self.worker.config_transformer.transform(c.config))
+
+    def _new_task_configs(self, c: WorkerConnector) -> list[dict]:
+        """The connector's task configs, as stored and shown: with the
+        references of its config where it passed resolved values through."""
+        return reverse_transform(c.config, list(c.instance.task_configs(
+            int(c.config.get("tasks.max", 1)))))
 
     def _start_tasks(self, c: WorkerConnector) -> None:
         task_class = c.instance.task_class()
@@ -505,7 +525,7 @@ class Herder:
             if c is None or c.instance is None or c.target == "STOPPED":
                 return
             try:
-                new = list(c.instance.task_configs(int(c.config.get("tasks.max", 1))))
+                new = self._new_task_configs(c)
             except Exception as e:  # noqa: BLE001
                 c.trace, c.state = "".join(traceback.format_exception(e)), FAILED
                 return
@@ -589,7 +609,7 @@ class Herder:
         c.instance = cls()
         c.instance.initialize(ConnectorContext(self, c.name))
         try:
-            c.instance.start(dict(c.config))
+            self._start_instance(c)
             c.state, c.trace = (PAUSED if c.target == "PAUSED" else RUNNING), None
         except Exception as e:  # noqa: BLE001
             c.trace, c.state = "".join(traceback.format_exception(e)), FAILED

@@ -48,8 +48,10 @@ import traceback
 
 from kafkalite.connect.api import SinkRecord, SinkRecordBatch, SourceRecordBatch, SourceTask
 from kafkalite.connect.clients import worker_client_config
+from kafkalite.connect.config_providers import ConfigTransformer
 from kafkalite.connect.converters import converter_from_config
 from kafkalite.connect.errors import ConnectException, DataException, RetriableException
+from kafkalite.connect.file_access import FileAccess
 from kafkalite.connect.tolerance import SKIPPED, ErrorHandler
 from kafkalite.connect.transforms import TransformationChain
 
@@ -86,8 +88,10 @@ class OffsetStorageReader:
 
 
 class SourceTaskContext:
-    def __init__(self, config, reader, transactions=None):
+    def __init__(self, config, reader, transactions=None, file_access=None):
         self.config, self._reader, self._transactions = config, reader, transactions
+        # the files the task may open (file_access.py)
+        self.file_access = file_access
 
     def offset_storage_reader(self) -> OffsetStorageReader:
         return self._reader
@@ -101,6 +105,8 @@ class SourceTaskContext:
 class SinkTaskContext:
     def __init__(self, config, runner):
         self.config, self._runner = config, runner
+        # the files the task may open (file_access.py)
+        self.file_access = runner.worker.file_access
 
     def offset(self, offsets: dict) -> None:
         """Rewind or skip: {(topic, partition): next offset to consume}."""
@@ -125,7 +131,12 @@ class WorkerTask:
     def __init__(self, worker, connector: str, task_id: int, connector_config: dict,
                  task_config: dict, task_class: type):
         self.worker, self.connector, self.id = worker, connector, task_id
-        self.connector_config, self.task_config = connector_config, task_config
+        # config provider references (${file:...}, ${env:...}) resolved here, at the task's
+        # start, and nowhere that is stored or shown (config_providers.py)
+        transform = worker.config_transformer.transform
+        self.connector_config = transform(connector_config)
+        self.task_config = transform(task_config)
+        connector_config = self.connector_config
         self.task = task_class()
         self.state, self.trace = UNASSIGNED, None
         self._stopping = threading.Event()
@@ -250,7 +261,8 @@ class WorkerSourceTask(WorkerTask):
                 failures.append(err)
         try:
             self.task.initialize(SourceTaskContext(
-                self.task_config, OffsetStorageReader(self.worker.offsets, self.connector)))
+                self.task_config, OffsetStorageReader(self.worker.offsets, self.connector),
+                file_access=self.worker.file_access))
             self.task.start(self.task_config)
             self.state = PAUSED if self._paused.is_set() else RUNNING
             next_commit = time.monotonic() + self.flush_interval
@@ -449,7 +461,8 @@ class ExactlyOnceWorkerSourceTask(WorkerSourceTask):
         try:
             producer.init_transactions(60)   # fences an earlier incarnation, aborts its txn
             self.task.initialize(SourceTaskContext(
-                self.task_config, OffsetStorageReader(store, self.connector), ctx))
+                self.task_config, OffsetStorageReader(store, self.connector), ctx,
+                file_access=self.worker.file_access))
             self.task.start(self.task_config)
             self.state = PAUSED if self._paused.is_set() else RUNNING
             while not self._stopping.is_set():
@@ -781,6 +794,10 @@ class Worker:
         self.worker_id = config.get("worker.id", "standalone")
         # what every client the worker makes gets, with its protocol (clients.py)
         self.client_config = worker_client_config(self.config)
+        # which files connectors may open, and the config providers of their configs: both
+        # read once, here, so a bad setting stops the worker at its start
+        self.file_access = FileAccess.from_worker_config(self.config)
+        self.config_transformer = ConfigTransformer.from_worker_config(self.config)
         self.on_task_end = None
         # KIP-558: connector -> the topics its tasks produced to or consumed from since the
         # last reset; read without a lock on the hot path (a dict lookup), added under one

@@ -12,6 +12,7 @@ import time
 
 import requests
 
+from connect_helpers import FILES
 from harness import free_port
 
 from kafkalite.launcher import package_env
@@ -39,7 +40,7 @@ def start_worker(server, tmp_path, i, group, port, fault=None, **extra):
         f"scheduled.rebalance.max.delay.ms=1000\n"
         f"value.converter=org.apache.kafka.connect.storage.StringConverter\n"
         f"listeners=http://127.0.0.1:{port}\n" +
-        "".join(f"{k}={v}\n" for k, v in extra.items()))
+        "".join(f"{k}={v}\n" for k, v in {**FILES, **extra}.items()))
     env = package_env()
     env["PYTHONPATH"] = os.path.dirname(__file__) + os.pathsep + env["PYTHONPATH"]
     if fault:

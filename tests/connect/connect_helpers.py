@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import tempfile
 import time
 
 import requests
@@ -13,11 +14,16 @@ from kafkalite.connect.offsets import FileOffsetStore
 from kafkalite.connect.rest import RestServer
 
 
+# where the tests' file connectors read and write: pytest's temporary directories
+# (kafkalite/connect/file_access.py; a worker lets connectors open no file by default)
+FILES = {"kafkalite.file.allowed.paths": tempfile.gettempdir()}
+
+
 class Connect:
     """A worker, its herder and REST server; ``url`` is the REST root."""
 
     def __init__(self, server, offsets=None, offset_file=None, **worker_config):
-        cfg = {**server.config(), "offset.flush.interval.ms": 300, **worker_config}
+        cfg = {**server.config(), "offset.flush.interval.ms": 300, **FILES, **worker_config}
         self.worker = Worker(cfg, offsets or FileOffsetStore(str(offset_file)))
         self.worker.start()
         self.herder = Herder(self.worker)

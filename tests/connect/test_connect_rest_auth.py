@@ -15,6 +15,8 @@ plain users. Workers speak Kafka's protocol to that listener
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 import requests
 from confluent_kafka import Producer
@@ -214,3 +216,88 @@ def test_two_workers_forward_logins_and_sign_internal_requests(server, tmp_path,
     # Kafka's internal call needs no login; its signature is what is checked
     r = call(urls[0], "POST", "/connectors/s0/tasks", json=[])
     assert r.status_code == 400 and "signature" in r.json()["message"], r.text
+
+
+def records_in(srv, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": srv.kafka_bootstrap, "group.id": "count", **sasl("admin")})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        return high - low
+    finally:
+        c.close()
+
+
+def source(url, name, topic, path, user):
+    return call(url, "POST", "/connectors", user, json={"name": name, "config": {
+        "connector.class": "FileStreamSource", "topic": topic, "file": str(path)}})
+
+
+def test_no_connector_reads_or_writes_the_servers_files(server, worker, tmp_path, topic_name):
+    """Issue 67, item 1, as the attacker did it: alice, who may write only
+    her own topic, names the server's credential store and owner key pair
+    in a FileStreamSource (the worker runs as the broker's Unix user, so it
+    could read them), a path outside the allowed directories in a
+    FileStreamSink, and a link planted in an allowed directory. Before:
+    201, and the key pair landed in her topic."""
+    topic_with_lines(server, topic_name)
+    allow(server, ("alice", ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL,
+                   AclOperation.WRITE))
+    url, data = worker.url, server.data_dir
+    assert os.path.exists(os.path.join(data, "sasl-users.json"))
+    for i, name in enumerate(("sasl-users.json", "owner.key_secret", ".node-keys")):
+        r = source(url, f"steal-{i}", topic_name, os.path.join(data, name), "alice")
+        assert r.status_code == 400, r.text
+        assert "kafkalite data directory" in r.json()["message"], r.text
+    outside = "/var/lib/kafkalite-written-by-a-connector.txt"
+    r = sink(url, "plant", topic_name, outside, "alice")
+    assert r.status_code == 400 and "is not under a directory listed" in r.json()["message"]
+    assert not os.path.exists(outside)
+    # a link in an allowed directory passes the names' check; the task's open refuses it
+    os.symlink(os.path.join(data, "sasl-users.json"), tmp_path / "innocent.txt")
+    r = source(url, "linked", topic_name, tmp_path / "innocent.txt", "alice")
+    assert r.status_code == 201, r.text
+    wait_until(lambda: (task_state(url, "linked") or {}).get("state") == "FAILED", timeout=30,
+               message="the linked source's task failing")
+    assert "symbolic link" in task_state(url, "linked")["trace"]
+    assert records_in(server, topic_name) == len(LINES)      # nothing of the file arrived
+
+
+def test_a_secret_named_by_reference_is_used_and_never_shown(server, tmp_path, topic_name):
+    """A connector config names a secret through a config provider: the
+    task gets the value, the REST API shows the reference only (config and
+    task configs), and a reference outside the provider's allowed paths
+    fails the task instead of reading the file."""
+    topic_with_lines(server, topic_name)
+    allow(server,
+          ("alice", ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL,
+           AclOperation.READ),
+          ("alice", ResourceType.GROUP, "connect-", ResourcePatternType.PREFIXED,
+           AclOperation.READ))
+    secrets, out = tmp_path / "secrets", tmp_path / "delivered.txt"
+    secrets.mkdir()
+    (secrets / "sink-file").write_text(str(out))
+    c = Connect(server, offset_file=tmp_path / "offsets.json", **worker_config(server), **{
+        "config.providers": "dir",
+        "config.providers.dir.class":
+            "org.apache.kafka.common.config.provider.DirectoryConfigProvider",
+        "config.providers.dir.param.allowed.paths": str(secrets)})
+    try:
+        reference = f"${{dir:{secrets}:sink-file}}"
+        r = sink(c.url, "by-ref", topic_name, reference, "alice")
+        assert r.status_code == 201, r.text
+        wait_until(lambda: lines_of(out) == LINES, timeout=30, message="the sink's lines")
+        shown = call(c.url, "GET", "/connectors/by-ref/config", "alice").json()
+        assert shown["file"] == reference
+        tasks = call(c.url, "GET", "/connectors/by-ref/tasks", "alice").json()
+        assert [t["config"]["file"] for t in tasks] == [reference]
+        assert str(out) not in call(c.url, "GET", "/connectors?expand=info", "alice").text
+        # the data directory through the provider: the connector fails as it starts
+        data_ref = f"${{dir:{server.data_dir}:sasl-users.json}}"
+        r = sink(c.url, "steal", topic_name, data_ref, "alice")
+        assert r.status_code == 201, r.text
+        st = call(c.url, "GET", "/connectors/steal/status", "alice").json()
+        assert st["connector"]["state"] == "FAILED" and st["tasks"] == []
+        assert "is not under" in st["connector"]["trace"]
+    finally:
+        c.close()

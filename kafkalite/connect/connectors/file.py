@@ -16,6 +16,13 @@ Sink: appends each record's value (as text) and a newline to ``file``
 ``put_batch`` writes a batch's values as one join; ``flush`` fsyncs, so
 the offsets the worker commits after it are of lines on disk.
 
+Files: only where the worker lets connectors open files
+(file_access.py: under ``kafkalite.file.allowed.paths``, no symbolic link
+below it, never a kafkalite data directory), checked by ``validate`` when
+the connector is created (a 400 naming ``file``) and again, as it opens,
+by each task. With ``file`` unset the source reads the worker's stdin and
+the sink writes its stdout, as Kafka's.
+
 Who calls: the worker's task threads (one task, one thread).
 """
 from __future__ import annotations
@@ -39,9 +46,27 @@ READ_SIZE = 1 << 20
 SINK_CONFIG = ConfigDef().define("file", STRING, None, doc="the file to append to (default: stdout)")
 
 
+def validate_file(connector, props: dict, values: list[dict]) -> list[dict]:
+    """``values`` (ConfigValues) with the refusal of ``file``, if the worker
+    would not let the connector open it."""
+    path = props.get("file")
+    # a config provider's reference (${dir:...}) is checked as it resolves, at the task's open
+    if path and "${" not in path and connector.context is not None:
+        try:
+            connector.context.file_access.check(path)
+        except ConnectException as e:
+            for v in values:
+                if v["name"] == "file":
+                    v["errors"].append(str(e))
+    return values
+
+
 class FileStreamSourceConnector(SourceConnector):
     def config_def(self):
         return SOURCE_CONFIG
+
+    def validate(self, props):
+        return validate_file(self, props, super().validate(props))
 
     def start(self, props):
         self.props = SOURCE_CONFIG.parse(props)
@@ -92,7 +117,7 @@ class FileStreamSourceTask(SourceTask):
             self.stream = sys.stdin.buffer
             return True
         try:
-            self.stream = open(self.filename, "rb")
+            self.stream = os.fdopen(self.context.file_access.open(self.filename), "rb")
         except FileNotFoundError:
             return False
         self.stream.seek(self.position)
@@ -141,6 +166,9 @@ class FileStreamSinkConnector(SinkConnector):
     def config_def(self):
         return SINK_CONFIG
 
+    def validate(self, props):
+        return validate_file(self, props, super().validate(props))
+
     def start(self, props):
         self.props = dict(props)
 
@@ -160,7 +188,9 @@ class FileStreamSinkTask(SinkTask):
         self.filename = props.get("file")
         # unbuffered O_APPEND: a put is one write(), so tasks sharing the file never
         # interleave parts of lines
-        self.out = open(self.filename, "ab", buffering=0) if self.filename else sys.stdout.buffer
+        self.out = sys.stdout.buffer if not self.filename else os.fdopen(
+            self.context.file_access.open(self.filename, os.O_WRONLY | os.O_APPEND | os.O_CREAT),
+            "ab", buffering=0)
 
     def put(self, records):
         lines = []
