@@ -692,7 +692,7 @@ def converter_from_config(config: dict, prefix: str, is_key: bool, default: str)
     short name, or ``module:Class``), configured with the ``prefix.`` keys."""
     from kafkalite.connect.plugins import load_class
     name = config.get(prefix, default)
-    cls = load_class(name, CONVERTERS)
+    cls = load_class(name, CONVERTERS, Converter)
     conv = cls()
     sub = {k[len(prefix) + 1:]: v for k, v in config.items() if k.startswith(prefix + ".")}
     conv.configure(sub, is_key)

@@ -39,9 +39,18 @@ def _short(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
 
-def load_class(name: str, known: dict) -> type:
+def load_class(name: str, known: dict, base: type | None = None) -> type:
     """The class for ``name`` among ``known`` {java name: class or "module:Class"},
-    else imported from its Python path."""
+    else imported from its Python path; with ``base``, only a subclass of it
+    (a connector config names classes, and whoever may write one must not
+    make the worker build any other class it can import)."""
+    cls = _load_class(name, known)
+    if base is not None and not (isinstance(cls, type) and issubclass(cls, base)):
+        raise NotAPlugin(name, base)
+    return cls
+
+
+def _load_class(name: str, known: dict) -> type:
     name = str(name).strip()
     hit = known.get(name)
     if hit is None:
@@ -81,6 +90,15 @@ class ClassNotFound(ConnectException):
         self.name = name
 
 
+class NotAPlugin(ClassNotFound):
+    """A class that is there but not of the kind the config asks for."""
+
+    def __init__(self, name: str, base: type):
+        ConnectException.__init__(self, f"Class {str(name).strip()} does not implement "
+                                        f"{base.__name__}")
+        self.name = name
+
+
 def plugin_desc(java: str, cls: type) -> str:
     """One plugin as Kafka's PluginDesc.toString lists it."""
     version = cls().version()
@@ -92,8 +110,9 @@ def plugin_desc(java: str, cls: type) -> str:
 def connector_class(name: str) -> type:
     """The connector class of ``connector.class``; an unknown name raises
     Kafka's message, which lists the connectors there are."""
+    from kafkalite.connect.api import Connector
     try:
-        return load_class(name, CONNECTORS)
+        return load_class(name, CONNECTORS, Connector)
     except ClassNotFound:
         raise ConnectException(
             f"Failed to find any class that implements Connector and which name matches "

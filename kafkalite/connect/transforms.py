@@ -659,7 +659,7 @@ class TransformationChain:
             if type_key not in config:
                 raise ConfigException(type_key, f"Missing required configuration \"{type_key}\" "
                                                 f"which has no default value.")
-            t = load_class(config[type_key], TRANSFORMS)()
+            t = load_class(config[type_key], TRANSFORMS, Transformation)()
             sub = {k[len(prefix):]: v for k, v in config.items() if k.startswith(prefix)
                    and k[len(prefix):] not in ("type", "predicate", "negate")}
             try:
@@ -675,7 +675,7 @@ class TransformationChain:
                     raise ConfigException(prefix + "predicate",
                                           f"Invalid value {pname} for configuration "
                                           f"{prefix}predicate: no predicate {pname} in predicates")
-                pred = load_class(config[ptype], PREDICATES)()
+                pred = load_class(config[ptype], PREDICATES, Predicate)()
                 pp = f"predicates.{pname}."
                 pred.configure({k[len(pp):]: v for k, v in config.items()
                                 if k.startswith(pp) and k != ptype})

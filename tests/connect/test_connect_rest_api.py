@@ -125,6 +125,29 @@ def test_an_unknown_connector_class_is_answered_with_the_connectors_there_are(co
     assert r.status_code == 400 and "available connectors are" in r.json()["message"]
 
 
+def test_a_config_names_only_classes_of_the_kind_it_asks_for(connect):
+    """Any importable class by its Python path was built and started as a
+    connector, transform or converter (issue 67): a connector config may
+    name only a Connector, Transformation, Predicate or Converter."""
+    r = connect.http("POST", "/connectors", json={"name": "x", "config": {
+        "connector.class": "subprocess.Popen", "topic": "t"}})
+    assert r.status_code == 400 and r.json()["message"].startswith(
+        "Failed to find any class that implements Connector and which name matches "
+        "subprocess.Popen")
+    for key, value in (("transforms.a.type", "threading:Thread"),
+                       ("value.converter", "collections:OrderedDict")):
+        config = {"connector.class": SRC, "topic": "t", key: value}
+        if key.startswith("transforms"):
+            config["transforms"] = "a"
+        r = connect.http("POST", "/connectors", json={"name": "x", "config": config})
+        assert r.status_code == 400 and "does not implement" in r.json()["message"], r.text
+    r = connect.http("GET", "/connector-plugins/threading.Thread/config")
+    assert r.status_code == 404
+    # one of the kind, by its Python path, still loads
+    r = connect.http("GET", "/connector-plugins/kafkalite.connect.transforms:Filter/config")
+    assert r.status_code == 200, r.text
+
+
 def test_topics_are_those_used_and_a_reset_forgets_them(connect, topic_name, sink_name,
                                                          tmp_path):
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
