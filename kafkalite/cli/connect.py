@@ -82,6 +82,7 @@ def run(args) -> int:
     # stop is waiting on can be read without stopping it
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     from kafkalite.connect import Herder, Worker
+    from kafkalite.connect.errors import ConnectException
     from kafkalite.connect.offsets import FileOffsetStore, KafkaOffsetStore
     from kafkalite.connect.rest import RestServer
     from kafkalite.cli.client_config import default_bootstrap
@@ -121,7 +122,14 @@ def run(args) -> int:
             conn = read_config(path)
             if not conn.get("name"):
                 raise ValueError(f"{path}: the connector config has no name")
-            herder.put_connector_config(conn["name"], conn, True)
+            try:
+                herder.put_connector_config(conn["name"], conn, True)
+            except ConnectException as e:
+                # one line, as every command's refusals (BadConfig lists each bad key)
+                errors = getattr(e, "errors", None)
+                raise ValueError(f"{path}: " + ("; ".join(m for ms in errors.values()
+                                                          for m in ms)
+                                                if errors else str(e))) from None
             print(f"connector {conn['name']} created", flush=True)
         print(f"Kafka Connect REST API on {rest.url}", flush=True)
         done.wait()

@@ -24,7 +24,8 @@ def test_connect_standalone_command(server, topic_name, tmp_path):
         f"value.converter=org.apache.kafka.connect.storage.StringConverter\n"
         f"offset.storage.file.filename={tmp_path / 'offsets.json'}\n"
         f"offset.flush.interval.ms=500\n"
-        f"listeners=http://127.0.0.1:{port}\n")
+        f"listeners=http://127.0.0.1:{port}\n"
+        f"kafkalite.file.allowed.paths={tmp_path}\n")
     (tmp_path / "source.properties").write_text(
         f"name=local-file-source\nconnector.class=FileStreamSource\ntasks.max=1\n"
         f"file={src}\ntopic={topic_name}\n")
@@ -54,3 +55,24 @@ def test_connect_standalone_command(server, topic_name, tmp_path):
     assert [json.loads(k) for k, _ in doc["offsets"]] == [["local-file-source",
                                                            {"filename": str(src)}]]
     assert doc["offsets"][0][1] == {"position": src.stat().st_size}
+
+
+def test_a_connector_file_the_worker_refuses_is_one_line_and_exit_1(server, tmp_path):
+    """A worker that lists no directory for the file connectors (the
+    default) refuses a FileStreamSource at start: one line naming the
+    connector file, the path and the setting, and exit 1 (was: a
+    traceback, and a worker serving on without its connector)."""
+    (tmp_path / "worker.properties").write_text(
+        f"bootstrap.servers={server.bootstrap}\n"
+        f"offset.storage.file.filename={tmp_path / 'offsets.json'}\n"
+        f"listeners=http://127.0.0.1:{free_port()}\n")
+    (tmp_path / "source.properties").write_text(
+        "name=s\nconnector.class=FileStreamSource\nfile=in.txt\ntopic=t\n")
+    r = subprocess.run([sys.executable, "-m", "kafkalite", "connect", "standalone",
+                        str(tmp_path / "worker.properties"), str(tmp_path / "source.properties")],
+                       env=child_env(), capture_output=True, timeout=60)
+    assert r.returncode == 1
+    lines = r.stderr.decode().strip().splitlines()
+    assert lines == [f"kafkalite connect: {tmp_path / 'source.properties'}: in.txt: this worker "
+                     f"lets connectors open no file; list the directories they may read and "
+                     f"write in the worker setting kafkalite.file.allowed.paths"], lines
