@@ -95,6 +95,15 @@ CONTROLLER_FILE = ".controller"
 # <data dir>/.node-keys: the node channels' CURVE key pair (Z85), when no key
 # file gives one
 NODE_KEYS_FILE = ".node-keys"
+# Fault injection for the tests of supervisor kills (tests/server/
+# test_supervisor_kills.py): "hold-before-lock:<directory>" makes a worker
+# whose index has a file ``hold-<index>`` in <directory> stop just before it
+# takes its lock (``lock_worker``), write ``held-<index>-<pid>`` there, and
+# go on once ``go-<pid>`` appears: a test kills the supervisor, or starts
+# another, while a worker it spawned has not taken its lock yet. Never set
+# outside those tests.
+FAULT_ENV = "KAFKALITE_WORKER_FAULT"
+LOCK_HOLD_FAULT = "hold-before-lock:"
 # how long a new supervisor waits for a running worker of the dead one to
 # say hello before it kills and replaces it. An orphan looks for a new
 # supervisor every HEARTBEAT_INTERVAL_S (worker.py), so a live one answers in a
@@ -237,6 +246,7 @@ def lock_worker(data_dir: str, index: int) -> int:
     ``data_dir``, its pid written in it; kept until the process ends. A
     worker of the same index that has not ended yet (the one a restart
     replaces, still exiting) is waited for."""
+    _hold_before_lock(index)
     directory = os.path.join(data_dir, WORKER_LOCKS)
     os.makedirs(directory, exist_ok=True)
     fd = os.open(os.path.join(directory, f"{index}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
@@ -244,6 +254,20 @@ def lock_worker(data_dir: str, index: int) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+def _hold_before_lock(index: int) -> None:
+    """FAULT_ENV "hold-before-lock:<directory>": wait at this point while
+    the test asks (see FAULT_ENV). Unset, one look at the environment."""
+    fault = os.environ.get(FAULT_ENV, "")
+    if not fault.startswith(LOCK_HOLD_FAULT):
+        return
+    directory = fault[len(LOCK_HOLD_FAULT):]
+    if not os.path.exists(os.path.join(directory, f"hold-{index}")):
+        return
+    open(os.path.join(directory, f"held-{index}-{os.getpid()}"), "w").close()
+    while not os.path.exists(os.path.join(directory, f"go-{os.getpid()}")):
+        time.sleep(0.02)
 
 
 def node_key_pair(data_dir: str) -> tuple[bytes, bytes]:
