@@ -28,7 +28,11 @@ that are not running. A worker it finds that does not say hello within
 ``ADOPT_WAIT_S`` (stopped, starved) or runs another configuration is killed
 and replaced; so is one of an index the new configuration does not have
 (``fence_stale_workers``): a worker stopped when its supervisor died must
-not wake up beside new workers, on the same partition files.
+not wake up beside new workers, on the same partition files. A worker
+whose supervisor died before it took its lock (killed while it started or
+restarted the worker) exits instead of taking the lock or waiting for it:
+the next supervisor found the lock free and starts that index itself
+(``lock_worker``).
 
 A node of a cluster (``--cluster``) does not start early: whether it
 runs as the controller or as a broker node is known only once it has
@@ -83,6 +87,9 @@ SHUTDOWN_TIMEOUT_S = 15.0
 # <data dir>/.workers/<index>.lock: held (flock) by each running worker, with
 # its pid in it, for as long as it lives
 WORKER_LOCKS = ".workers"
+# how often a starting worker tries its lock again while another process
+# holds it (the one it replaces, still exiting): lock_worker
+LOCK_POLL_S = 0.02
 # how long a server waits for a stale worker it killed to let go of its lock
 STALE_WORKER_WAIT_S = 10.0
 # <data dir>/.supervisor: the running supervisor's pid and control endpoint,
@@ -95,6 +102,15 @@ CONTROLLER_FILE = ".controller"
 # <data dir>/.node-keys: the node channels' CURVE key pair (Z85), when no key
 # file gives one
 NODE_KEYS_FILE = ".node-keys"
+# Fault injection for the tests of supervisor kills (tests/server/
+# test_supervisor_kills.py): "hold-before-lock:<directory>" makes a worker
+# whose index has a file ``hold-<index>`` in <directory> stop just before it
+# takes its lock (``lock_worker``), write ``held-<index>-<pid>`` there, and
+# go on once ``go-<pid>`` appears: a test kills the supervisor, or starts
+# another, while a worker it spawned has not taken its lock yet. Never set
+# outside those tests.
+FAULT_ENV = "KAFKALITE_WORKER_FAULT"
+LOCK_HOLD_FAULT = "hold-before-lock:"
 # how long a new supervisor waits for a running worker of the dead one to
 # say hello before it kills and replaces it. An orphan looks for a new
 # supervisor every HEARTBEAT_INTERVAL_S (worker.py), so a live one answers in a
@@ -232,18 +248,63 @@ def _lock_holder(fd: int) -> int:
         return 0
 
 
-def lock_worker(data_dir: str, index: int) -> int:
+def lock_worker(data_dir: str, index: int, supervisor_pid: int | None = None) -> int | None:
     """A worker's open, exclusively locked ``.workers/<index>.lock`` in
     ``data_dir``, its pid written in it; kept until the process ends. A
     worker of the same index that has not ended yet (the one a restart
-    replaces, still exiting) is waited for."""
+    replaces, still exiting) is waited for.
+
+    None (the lock let go again) when the supervisor that started this
+    worker, ``supervisor_pid``, is no longer its parent once it holds the
+    lock or while it waits for it: that supervisor was killed during the
+    start, and the next one -- which takes the data directory only after
+    the dead one let go of it -- found the lock free and started a worker
+    of this index itself, or will find it free and do so. This process has
+    opened nothing, and is not needed. Holding on to the lock, it left the
+    other worker waiting for it for ever and the node never ready, its own
+    hello ignored; waiting behind the other, it waited for ever itself, an
+    orphan nobody knew of (issue 68). A worker that took its lock while its
+    supervisor lived is found by the next one, and adopted
+    (``running_workers``)."""
+    _hold_before_lock(index)
     directory = os.path.join(data_dir, WORKER_LOCKS)
     os.makedirs(directory, exist_ok=True)
     fd = os.open(os.path.join(directory, f"{index}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = True
+        except BlockingIOError:
+            locked = False
+        if locked:
+            # the pid before the truncation, a reader never finds the file
+            # empty; and before the check below: a supervisor alive then
+            # was alive with the pid in place, and the next one reads it
+            pid = f"{os.getpid()}\n".encode()
+            os.pwrite(fd, pid, 0)
+            os.ftruncate(fd, len(pid))
+        # (a supervisor that died is never the parent again: an orphan's
+        # parent is the process that reaps it)
+        if supervisor_pid is not None and os.getppid() != supervisor_pid:
+            os.close(fd)
+            return None
+        if locked:
+            return fd
+        time.sleep(LOCK_POLL_S)
+
+
+def _hold_before_lock(index: int) -> None:
+    """FAULT_ENV "hold-before-lock:<directory>": wait at this point while
+    the test asks (see FAULT_ENV). Unset, one look at the environment."""
+    fault = os.environ.get(FAULT_ENV, "")
+    if not fault.startswith(LOCK_HOLD_FAULT):
+        return
+    directory = fault[len(LOCK_HOLD_FAULT):]
+    if not os.path.exists(os.path.join(directory, f"hold-{index}")):
+        return
+    open(os.path.join(directory, f"held-{index}-{os.getpid()}"), "w").close()
+    while not os.path.exists(os.path.join(directory, f"go-{os.getpid()}")):
+        time.sleep(0.02)
 
 
 def node_key_pair(data_dir: str) -> tuple[bytes, bytes]:

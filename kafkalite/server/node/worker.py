@@ -733,7 +733,11 @@ def main(argv=None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # held until the process ends: a later server finds a worker of ours
     # that outlived us by it, and kills it (processes.fence_stale_workers)
-    lock_worker(config.data_dir, args.index)
+    if lock_worker(config.data_dir, args.index, args.supervisor_pid) is None:
+        print(f"kafkalite: worker {args.index} (pid {os.getpid()}): the supervisor that started "
+              f"it (pid {args.supervisor_pid}) died before it took its lock; the next one "
+              f"starts this worker itself: exiting", file=sys.stderr, flush=True)
+        return 0
     worker = Worker(args.index, config, args.control, args.port, args.kafka_port, args.relay,
                     args.supervisor_pid, args.coordinator, node_keys)
 
