@@ -214,7 +214,8 @@ def file_connect(server, src: str, size: int, work: str) -> float:
     create_topic(server, topic)
     conv = "org.apache.kafka.connect.storage.StringConverter"
     worker = Worker({"bootstrap.servers": server.bootstrap, "offset.flush.interval.ms": 1000,
-                     "key.converter": conv, "value.converter": conv},
+                     "key.converter": conv, "value.converter": conv,
+                     "kafkalite.file.allowed.paths": os.path.dirname(src) + "," + work},
                     FileOffsetStore(os.path.join(work, "offsets-file.json")))
     worker.start()
     herder = Herder(worker)

@@ -94,7 +94,8 @@ def through_connect(server, protocol, path, lines, work) -> tuple[float, float]:
     bootstrap = server.kafka_bootstrap if protocol == "kafka" else server.bootstrap
     worker = Worker({"bootstrap.servers": bootstrap, "kafkalite.client.protocol": protocol,
                      "offset.flush.interval.ms": 1000, "key.converter": STRING,
-                     "value.converter": STRING, "consumer.max.poll.records": 10_000},
+                     "value.converter": STRING, "consumer.max.poll.records": 10_000,
+                     "kafkalite.file.allowed.paths": f"{os.path.dirname(path)},{work}"},
                     FileOffsetStore(os.path.join(work, f"offsets-{protocol}.json")))
     worker.start()
     herder = Herder(worker)

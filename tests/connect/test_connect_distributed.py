@@ -17,7 +17,7 @@ import time
 
 import requests
 from connect_cluster import get
-from connect_helpers import read_to_end, stop_all  # noqa: F401 (imported from here too)
+from connect_helpers import FILES, read_to_end, stop_all  # noqa: F401 (imported from here too)
 from harness import child_env, create, free_port, read_all, wait_until
 
 SRC = "org.apache.kafka.connect.file.FileStreamSourceConnector"
@@ -37,7 +37,7 @@ def start_worker(server, tmp_path, i, group, **extra):
         f"scheduled.rebalance.max.delay.ms=1000\n"
         f"value.converter=org.apache.kafka.connect.storage.StringConverter\n"
         f"listeners=http://127.0.0.1:{port}\n" +
-        "".join(f"{k}={v}\n" for k, v in extra.items()))
+        "".join(f"{k}={v}\n" for k, v in {**FILES, **extra}.items()))
     log = open(tmp_path / f"worker{i}.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "kafkalite", "connect", "distributed",
                              str(props)], env=child_env(), stdout=log, stderr=subprocess.STDOUT)

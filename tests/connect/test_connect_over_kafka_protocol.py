@@ -101,7 +101,7 @@ def test_standalone_file_round_trip_over_the_kafka_listener(server, tmp_path, to
         f"value.converter=org.apache.kafka.connect.storage.StringConverter\n"
         f"offset.storage.file.filename={tmp_path / 'offsets.json'}\n"
         f"offset.flush.interval.ms=300\nconsumer.session.timeout.ms=6000\n"
-        f"listeners=http://127.0.0.1:{port}\n")
+        f"listeners=http://127.0.0.1:{port}\nkafkalite.file.allowed.paths={tmp_path}\n")
     (tmp_path / "source.properties").write_text(
         f"name=src\nconnector.class=FileStreamSource\ntasks.max=1\nfile={src}\n"
         f"topic={topic_name}\n")
