@@ -55,10 +55,11 @@ def _figure(figure) -> str:
 
 
 def cell(figures: dict) -> str:
-    consume, p50, p99 = (figures[h] for h, _g in ROUND_FIGURES)
+    consume, p50, p99, server_cpu = (figures[h] for h, _g in ROUND_FIGURES)
     if consume is None:
         return "not run"
-    return f"{_figure(consume)} msg/s; e2e p50 {_figure(p50)} / p99 {_figure(p99)} ms"
+    return (f"{_figure(consume)} msg/s; e2e p50 {_figure(p50)} / p99 {_figure(p99)} ms"
+            + (f"; server {_figure(server_cpu)} us CPU/msg" if server_cpu is not None else ""))
 
 
 def _runs(doc: dict) -> list[dict]:

@@ -312,6 +312,44 @@ def cpu_jiffies() -> dict | None:
     return dict(zip(_CPU_FIELDS, values))
 
 
+# ---- CPU time of processes ------------------------------------------------------------
+
+def process_table() -> dict[int, tuple[str, int, int]]:
+    """{pid: (name, parent pid, user + system clock ticks of all its
+    threads)} of every process now (``os.sysconf("SC_CLK_TCK")`` ticks a
+    second). A process that ends between the listing and its read is left
+    out."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        stat = _read(f"/proc/{pid}/stat")
+        if not stat:
+            continue
+        # the name is in parentheses and may hold spaces and parentheses itself
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[int(pid)] = (name, int(fields[1]), int(fields[11]) + int(fields[12]))
+    return out
+
+
+def tree_seconds(table: dict, roots) -> float:
+    """CPU seconds of the processes ``roots`` and all their descendants in
+    ``table`` (process_table), as far as they still run."""
+    children: dict[int, list[int]] = {}
+    for pid, (_name, ppid, _ticks) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    seen, todo, ticks = set(), [p for p in roots if p in table], 0
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        ticks += table[pid][2]
+        todo += children.get(pid, ())
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _meminfo(*keys: str) -> dict:
     out = {}
     for line in (_read("/proc/meminfo") or "").splitlines():

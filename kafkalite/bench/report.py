@@ -33,7 +33,7 @@ from kafkalite.bench.measure import gc_summary, human_bytes, machine_summary, ma
 
 HEADERS = ["Driver", "Publish msg/s", "Publish MB/s", "Consume msg/s", "Consume MB/s",
            "Publish ms p50 / p99 / p99.9 / max", "End-to-end ms p50 / p99 / p99.9 / max",
-           "Missing"]
+           "Missing", "Server CPU: cores, us/msg, us/request", "Clients CPU: cores, us/msg"]
 QUANTILES = (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9"), ("max", "max"))
 
 
@@ -89,8 +89,19 @@ def rows(results: list[dict], rounds: int = 1) -> list[list[str]]:
         out.append([run_label(r, rounds), f"{r['publish_rate']:,.0f}", _fmt(r["publish_mb_s"], 1),
                     f"{r['consume_rate']:,.0f}", _fmt(r["consume_mb_s"], 1),
                     _quantiles(r["publish_latency_ms"]), _quantiles(r["e2e_latency_ms"]),
-                    f"{r['missing']:,}"])
+                    f"{r['missing']:,}", *cpu_cells(r.get("cpu"))])
     return out
+
+
+def cpu_cells(cpu: dict | None) -> list[str]:
+    """The server's and the clients' CPU over the measured seconds (cpu.py):
+    cores in use, then us a message (and a request, where counted)."""
+    if not cpu:
+        return ["-", "-"]
+    server = "-" if cpu["server_cores"] is None else " / ".join(
+        [f"{cpu['server_cores']:.2f}", _fmt(cpu["server_us_per_msg"], 1),
+         _fmt(cpu["server_us_per_request"], 1)])
+    return [server, f"{cpu['clients_cores']:.2f} / {_fmt(cpu['clients_us_per_msg'], 1)}"]
 
 
 TARGET_FIGURES = {"publish_rate": ("publish rate", "msg/s", lambda r: r["publish_rate"], ">="),
@@ -103,7 +114,8 @@ TARGET_FIGURES = {"publish_rate": ("publish rate", "msg/s", lambda r: r["publish
 # (heading, how to get it from a result).
 ROUND_FIGURES = (("Consume msg/s", lambda r: r["consume_rate"]),
                  ("End-to-end p50 ms", lambda r: r["e2e_latency_ms"].get("p50")),
-                 ("End-to-end p99 ms", lambda r: r["e2e_latency_ms"].get("p99")))
+                 ("End-to-end p99 ms", lambda r: r["e2e_latency_ms"].get("p99")),
+                 ("Server CPU us/msg", lambda r: (r.get("cpu") or {}).get("server_us_per_msg")))
 
 
 def over_rounds(results: list[dict]) -> dict:

@@ -77,6 +77,8 @@ import numpy as np
 
 from kafkalite.bench import drivers as driver_registry
 from kafkalite.bench.acks import AckSlots
+from kafkalite.bench.cpu import CpuWindow
+from kafkalite.bench.cpu import summary as cpu_summary
 from kafkalite.bench.measure import GcPauses, freeze_startup_objects, merge_gc_pauses, \
     precise_sleeps
 from kafkalite.bench.recorder import (LatencyRecorder, LatencyTimeline, Payloads, RateSeries,
@@ -469,11 +471,22 @@ def run_driver(workload, name: str, work_parent: str | None = None,
 
         done: dict = {}
         deadline = t0 / 1e9 + total_s + 60 + READY_TIMEOUT
+        # the measured seconds' CPU (cpu.py): opened as the warm-up ends, closed as the
+        # producers' test seconds end (before the drain)
+        cpu = CpuWindow(driver.server_pids(), [p.pid for p in procs], driver.server_requests)
+        test_from = t0 + workload.warmup_seconds * 1e9
+        test_until = t0 + total_s * 1e9
         while len([k for k in done if k[0] == "producer"]) < len(prods):
             _collect(results, done, procs, name, timeout=0.25)
-            tick("warm-up" if time.time_ns() < t0 + workload.warmup_seconds * 1e9 else "test")
+            now = time.time_ns()
+            if cpu.start is None and now >= test_from:
+                cpu.open(sum(shared["sent"]))
+            elif cpu.start is not None and now >= test_until:
+                cpu.close(sum(shared["sent"]))
+            tick("warm-up" if now < test_from else "test")
             if time.time() > deadline:
                 raise DriverFailed(f"{name}: producers did not finish")
+        cpu.close(sum(shared["sent"]))
         sent = sum(v["sent"] for k, v in done.items() if k[0] == "producer")
         expected = sent * workload.subscriptions_per_topic
         drain_seconds = DRAIN_SECONDS
@@ -493,9 +506,11 @@ def run_driver(workload, name: str, work_parent: str | None = None,
         for p in procs:
             p.join(10)
         result = _summarize(base, workload, done, expected, t0, shared["drain_t0"].value)
+        result["cpu"] = cpu.result()
         bar.done(f"publish {result['publish_rate']:,.0f} msg/s, consume "
                  f"{result['consume_rate']:,.0f} msg/s, e2e p99 "
-                 f"{_ms(result['e2e_latency_ms']['p99'])}")
+                 f"{_ms(result['e2e_latency_ms']['p99'])}"
+                 + (f"; {cpu_summary(result['cpu'])}" if result["cpu"] else ""))
         return result
     except DriverFailed as exc:
         bar.done(f"FAILED: {exc}")

@@ -17,7 +17,7 @@ import multiprocessing
 import os
 import time
 
-from kafkalite.bench.measure import cpu_jiffies
+from kafkalite.bench.measure import cpu_jiffies, process_table
 
 
 def spin(cpu: int | None, seconds: float, min_gap_s: float, out, ready=None, go=None) -> None:
@@ -46,19 +46,7 @@ def spin(cpu: int | None, seconds: float, min_gap_s: float, out, ready=None, go=
 
 def process_ticks() -> dict:
     """{pid: (name, user + system clock ticks)} of every process now."""
-    out = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        out[int(pid)] = (name, int(fields[11]) + int(fields[12]))
-    return out
+    return {pid: (name, ticks) for pid, (name, _ppid, ticks) in process_table().items()}
 
 
 def probe(seconds: float, min_ms: float) -> dict:

@@ -88,6 +88,18 @@ def test_every_available_driver_runs_the_workload(tiny_run):
             qs = [lat["p50"], lat["p99"], lat["p999"], lat["max"]]
             assert qs == sorted(qs) and qs[0] > 0, (name, key, qs)
         assert any(r["series"]["publish"]) and any(r["series"]["consume"]), name
+        # the measured seconds' CPU (kafkalite/bench/cpu.py): the clients' always, the
+        # server's where the driver has one (a ceiling has none)
+        # (a half-second window counts a few 10 ms clock ticks: a figure may be 0, and the
+        # request count, from metrics up to a second old, too)
+        cpu = r["cpu"]
+        assert cpu["messages"] > 0 and cpu["clients_us_per_msg"] > 0, (name, cpu)
+        if driver_class(name)().kind == "ceiling":
+            assert cpu["server_cores"] is None and cpu["server_us_per_msg"] is None, (name, cpu)
+        else:
+            assert cpu["server_cores"] >= 0 and cpu["server_us_per_msg"] >= 0, (name, cpu)
+        if driver_class(name)().kind == "kafkalite":
+            assert cpu["requests"] is not None, (name, cpu)
 
 
 @pytest.mark.xdist_group("bench-harness-tiny-run")

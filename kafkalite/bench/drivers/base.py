@@ -76,6 +76,17 @@ class Driver:
     def teardown(self) -> None:
         pass
 
+    def server_pids(self) -> list[int]:
+        """The processes of the system under test, once set up: the run
+        counts their CPU time and that of all their descendants (none for a
+        driver with no server of its own: a ceiling)."""
+        return []
+
+    def server_requests(self) -> int | None:
+        """Requests the system under test has answered so far, where it
+        counts them (None: it does not)."""
+        return None
+
     @classmethod
     def producer(cls, endpoint: dict, workload) -> ProducerClient:
         raise NotImplementedError
@@ -159,6 +170,9 @@ class PeerServerDriver(Driver):
         self._log = open(os.path.join(work_dir, f"{what}.log"), "ab")
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
         wait_for_port(port, self.proc, 20, what)
+
+    def server_pids(self):
+        return [self.proc.pid] if self.proc is not None else []
 
     def teardown(self):
         stop_process(self.proc)

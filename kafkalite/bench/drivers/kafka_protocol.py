@@ -169,6 +169,12 @@ class KafkaProtocolDriver(Driver):
     def teardown(self):
         self.server.stop()
 
+    def server_pids(self):
+        return self.server.pids()
+
+    def server_requests(self):
+        return self.server.requests()
+
     @classmethod
     def producer(cls, endpoint, workload):
         return KafkaProducer(endpoint, workload, cls.producer_tuning)

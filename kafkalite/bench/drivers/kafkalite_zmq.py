@@ -48,6 +48,23 @@ class KafkaliteServer:
             admin.close()
         return {"bootstrap.servers": self.server.bootstrap, "info": self.server.info}
 
+    def pids(self) -> list[int]:
+        """The supervisor's (its workers and gateway are its children)."""
+        return [self.server.proc.pid] if self.server is not None else []
+
+    def requests(self) -> int | None:
+        """Requests answered by the whole server so far, from its metrics
+        (Kafka's RequestsPerSec counters; the workers report theirs once a
+        second, so a count is up to about a second old)."""
+        url = (self.server.info or {}).get("metrics") if self.server is not None else None
+        if not url:
+            return None
+        import urllib.request
+        with urllib.request.urlopen(url, timeout=5) as r:
+            text = r.read().decode()
+        return int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                       if line.startswith("kafka_network_requestmetrics_requests_total{")))
+
     def stop(self) -> None:
         if self.server is not None:
             self.server.stop()
@@ -124,6 +141,12 @@ class KafkaliteZmqDriver(Driver):
 
     def teardown(self):
         self.server.stop()
+
+    def server_pids(self):
+        return self.server.pids()
+
+    def server_requests(self):
+        return self.server.requests()
 
     @classmethod
     def producer(cls, endpoint, workload):
