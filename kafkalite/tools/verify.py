@@ -1,6 +1,8 @@
 """``verify``: check a data directory (or one partition directory) read-only.
 
-For every partition directory (``<topic>-<N>``) it checks:
+For every partition directory (``<topic>-<N>``, also inside the
+``broker-<id>/`` directories that hold one node's replicas of replicated
+partitions) it checks:
 
 - every segment ``.log``: each batch's length, magic, CRC and offsets with
   ``scan_log`` (``--deep`` also decompresses and decodes every record),
@@ -114,9 +116,23 @@ def _is_partition_dir(names: list[str]) -> bool:
                for n in names)
 
 
+def _broker_dir(path: str, names: list[str]) -> bool:
+    """Whether ``path`` is a ``broker-<id>/`` directory of a data directory:
+    the replicas of the partitions made replicated on one node live in one
+    per broker (server/controller/metadata.py ``replica_dir``). Its name
+    parses as a partition of a topic named ``broker``; its content -- no
+    segment file, only ``<topic>-<N>`` directories -- tells them apart."""
+    name = os.path.basename(os.path.normpath(path))
+    return (name.startswith("broker-") and name[len("broker-"):].isdigit()
+            and not _is_partition_dir(names)
+            and all(parse_topic_partition(n) and os.path.isdir(os.path.join(path, n))
+                    for n in names))
+
+
 def find_partitions(path: str) -> list[str]:
     """The partition directories to check for ``path``: itself when it is
-    one, else its ``<topic>-<N>`` subdirectories (sorted by topic, partition)."""
+    one, else its ``<topic>-<N>`` subdirectories and those of its
+    ``broker-<id>/`` directories (sorted by topic, partition, broker)."""
     if not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
     if not os.path.isdir(path):
@@ -127,12 +143,31 @@ def find_partitions(path: str) -> list[str]:
     found = []
     for name in names:
         tp = parse_topic_partition(name)
-        if tp and os.path.isdir(os.path.join(path, name)):
-            found.append((tp, os.path.join(path, name)))
+        sub = os.path.join(path, name)
+        if not (tp and os.path.isdir(sub)):
+            continue
+        inner = os.listdir(sub)
+        if _broker_dir(sub, inner):
+            found += [(parse_topic_partition(n), name, os.path.join(sub, n)) for n in inner]
+        else:
+            found.append((tp, "", sub))
     if not found:
         raise ValueError(f"{path}: neither a data directory (no <topic>-<N> partition "
                          f"directories in it) nor a partition directory (no segment files)")
-    return [p for _, p in sorted(found)]
+    return [p for _, _, p in sorted(found)]
+
+
+def partition_name(path: str) -> str:
+    """``<topic>-<N>``, after its ``broker-<id>/`` when it is in one."""
+    tp = parse_topic_partition(path)
+    if not tp:
+        return path
+    parent = os.path.dirname(os.path.normpath(path))
+    broker = os.path.basename(parent)
+    if broker.startswith("broker-") and broker[len("broker-"):].isdigit() \
+            and not _is_partition_dir(os.listdir(parent)):
+        return "%s/%s-%d" % (broker, *tp)
+    return "%s-%d" % tp
 
 
 # ---- results -----------------------------------------------------------------------------
@@ -194,8 +229,7 @@ class _Segment:
 
 
 def _unreadable(path: str, exc: OSError) -> Report:
-    tp = parse_topic_partition(path)
-    report = Report("%s-%d" % tp if tp else path, path)
+    report = Report(partition_name(path), path)
     report.error(f"cannot be read: {describe_os_error(exc)}")
     return report
 
@@ -207,8 +241,7 @@ def _plural(n: int, word: str, suffix: str = "s") -> str:
 # ---- one partition ------------------------------------------------------------------------
 
 def verify_partition(path: str, *, deep: bool = False, progress=None) -> Report:
-    tp = parse_topic_partition(path)
-    report = Report("%s-%d" % tp if tp else path, path)
+    report = Report(partition_name(path), path)
     names = sorted(os.listdir(path))
     segments = _segment_view(path, names, report)
     report.state = ("closed cleanly" if CLEAN_SHUTDOWN_MARKER in names

@@ -534,3 +534,37 @@ def test_a_servers_data_verifies_without_warnings_after_a_clean_stop_and_after_k
         srv.stop()
     rc, out, _ = run_verify(capsys, data)
     assert rc == 0 and "0 errors, 0 warnings" in out.splitlines()[-1], out
+
+
+def test_replicas_in_broker_directories_are_partitions_not_damage(capsys, tmp_path):
+    """A node keeps the replicas of partitions made replicated on it in
+    ``broker-<id>/<topic>-<N>`` (metadata.replica_dir). verify took each
+    ``broker-<id>`` for a partition of a topic ``broker`` and reported
+    healthy data as ``no segment .log files`` (issue 74)."""
+    root = tmp_path / "data"
+    make_partition(root / "orders-0", 10)
+    make_partition(root / "broker-1" / "orders-0", 10)
+    make_partition(root / "broker-2" / "_schemas-0", 5)
+    make_partition(root / "broker-7", 5)          # a partition of a topic named "broker"
+    rc, out, _ = run_verify(capsys, root)
+    assert rc == 0, out
+    names = [line.split(":")[0] for line in out.splitlines()[1:-1]]
+    assert sorted(names) == ["broker-1/orders-0", "broker-2/_schemas-0", "broker-7", "orders-0"]
+    flip_byte(root / "broker-1" / "orders-0" / seg(0), 70)
+    rc, out, _ = run_verify(capsys, root)
+    assert rc == 1 and "broker-1/orders-0: 1 error" in out, out
+
+
+def test_a_servers_data_after_a_clean_stop_passes(tmp_path):
+    """The issue's walk: a server whose schema registry was used once,
+    stopped cleanly; verify must find nothing wrong."""
+    from harness import ServerProcess, run_cli
+    srv = ServerProcess(str(tmp_path / "data")).start()
+    try:
+        r = run_cli("schemas", "list", "--url", srv.info["schema_registry"])
+        assert r.returncode == 0, r.stderr
+    finally:
+        srv.stop()
+    r = python("-m", "kafkalite", "verify", str(tmp_path / "data"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ERROR" not in r.stdout
