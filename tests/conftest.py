@@ -65,6 +65,7 @@ UNIT_MODULES = (
     "connect/test_file_access.py",
     "server/test_authorizer.py", "server/test_consumer_group_assignors.py",
     "server/test_listeners.py", "server/test_metadata_and_config.py", "server/test_purgatory.py",
+    "server/test_produce_at_once.py",
     "streams/test_streams_driver.py", "streams/test_streams_errors_driver.py",
     "streams/test_streams_fk_join_driver.py", "streams/test_streams_global_driver.py",
     "streams/test_streams_grouped_table_driver.py", "streams/test_streams_joins_driver.py",

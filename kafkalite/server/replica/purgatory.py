@@ -32,6 +32,11 @@ log = logging.getLogger("kafkalite.purgatory")
 
 
 
+def replica_key(key: tuple[str, int]) -> tuple:
+    """The purgatory key followers' fetches of a partition wait under."""
+    return ("replica", *key)
+
+
 class DelayedOperation:
     """Base: subclasses say when they can complete and what completing does.
     ``ctx`` is the request being answered."""

@@ -145,8 +145,9 @@ from kafkalite.server.network.per_partition import Shape, each_partition
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.replica.purgatory import (DelayedDeleteRecords, DelayedFetch, DelayedProduce,
                                                 DelayedRemoteFetch, DelayedRemoteListOffsets,
-                                                Purgatory)
+                                                Purgatory, replica_key)
 from kafkalite.server.network.requests import DEFERRED, NO_RESPONSE, RequestContext
+from kafkalite.server.replica.produce_at_once import answer_at_once
 from kafkalite.server.replica.share_partition_manager import SharePartitionManager
 from kafkalite.storage import AppendOrigin, PartitionLog
 from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
@@ -196,11 +197,6 @@ LIST_OFFSETS_SPEC_VERSIONS = {
     LATEST_TIERED_TIMESTAMP: 9,         # KIP-1005
     EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11,  # KIP-1023
 }
-
-
-def replica_key(key: tuple[str, int]) -> tuple:
-    """The purgatory key followers' fetches of a partition wait under."""
-    return ("replica", *key)
 
 
 def delete_records_key(key: tuple[str, int]) -> tuple:
@@ -609,6 +605,9 @@ class ReplicaManager:
                     {**produce_blank(), "index": pd["index"],
                      "error_code": errors.InvalidRequiredAcksError.code, "error_message": message}
                     for pd in t["partition_data"]]} for t in body.get("topic_data") or ()]}
+        done = answer_at_once(self, body)
+        if done is not None:
+            return done if acks else NO_RESPONSE
         if self.verifier is None:
             return self._produce(ctx, body, {})
         starts = self._transaction_starts(body)
