@@ -11,7 +11,11 @@ run's producer and consumer processes. Messages are the producers' sends
 over the same window; requests, where the driver can count them
 (``server_requests``, kafkalite's request metrics), the server's answered
 requests over it. /proc counts in clock ticks (10 ms at 100 Hz): over a
-20 s window at one core, 0.05 %.
+20 s window at one core, 0.05 %. Beside the CPU, the server's voluntary
+context switches per message (``server_wakeups_per_msg``): a process that sleeps
+and is woken for each request pays the scheduler and, between processes on
+a VM, an inter-processor interrupt each time -- the cost that answers held
+back and requests read together are meant to cut.
 
 Who calls: runner.run_driver (in the harness's parent process).
 """
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import time
 
-from kafkalite.bench.measure import process_table, tree_seconds
+from kafkalite.bench.measure import process_table, tree_pids, tree_seconds, voluntary_switches
 
 
 class CpuWindow:
@@ -36,9 +40,11 @@ class CpuWindow:
                 n = self.requests()
             except (OSError, ValueError):
                 n = None
+        server = tree_pids(table, self.server_pids)
         return {"t": time.monotonic(), "sent": sent, "requests": n,
                 "server": tree_seconds(table, self.server_pids),
-                "clients": tree_seconds(table, self.client_pids)}
+                "clients": tree_seconds(table, self.client_pids),
+                "server_switches": voluntary_switches(server)}
 
     def open(self, sent: int) -> None:
         self.start = self._sample(sent)
@@ -50,7 +56,8 @@ class CpuWindow:
     def result(self) -> dict | None:
         """{seconds, messages, server_cores, clients_cores,
         server_us_per_msg, clients_us_per_msg, requests,
-        server_us_per_request}; None before both samples. The server's
+        server_us_per_request, server_wakeups_per_msg}; None before both
+        samples. The server's
         fields are None for a driver with no server (a ceiling)."""
         a, b = self.start, self.end
         if a is None or b is None or b["t"] <= a["t"]:
@@ -68,6 +75,9 @@ class CpuWindow:
             "clients_us_per_msg": clients * 1e6 / messages if messages else None,
             "requests": requests,
             "server_us_per_request": server * 1e6 / requests if has_server and requests else None,
+            # how often the server's threads slept and were woken, per message
+            "server_wakeups_per_msg": ((b["server_switches"] - a["server_switches"]) / messages
+                                       if has_server and messages else None),
         }
 
 
@@ -82,6 +92,8 @@ def summary(cpu: dict | None) -> str:
     if cpu["server_cores"] is not None:
         parts.append(f"server {cpu['server_cores'] * 100:.0f}% of a core"
                      + us(cpu["server_us_per_msg"], "msg")
-                     + us(cpu["server_us_per_request"], "request"))
+                     + us(cpu["server_us_per_request"], "request")
+                     + ("" if cpu["server_wakeups_per_msg"] is None else
+                        f", {cpu['server_wakeups_per_msg']:.2f} wake-ups/msg"))
     parts.append(f"clients {cpu['clients_cores'] * 100:.0f}%" + us(cpu["clients_us_per_msg"], "msg"))
     return "CPU: " + "; ".join(parts)

@@ -336,18 +336,39 @@ def process_table() -> dict[int, tuple[str, int, int]]:
 def tree_seconds(table: dict, roots) -> float:
     """CPU seconds of the processes ``roots`` and all their descendants in
     ``table`` (process_table), as far as they still run."""
+    return sum(table[pid][2] for pid in tree_pids(table, roots)) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_pids(table: dict, roots) -> list[int]:
+    """``roots`` and all their descendants in ``table`` (process_table)."""
     children: dict[int, list[int]] = {}
     for pid, (_name, ppid, _ticks) in table.items():
         children.setdefault(ppid, []).append(pid)
-    seen, todo, ticks = set(), [p for p in roots if p in table], 0
+    seen, todo = [], [p for p in roots if p in table]
     while todo:
         pid = todo.pop()
-        if pid in seen:
+        if pid not in seen:
+            seen.append(pid)
+            todo += children.get(pid, ())
+    return seen
+
+
+def voluntary_switches(pids) -> int:
+    """Voluntary context switches of every thread of ``pids`` so far
+    (/proc/<pid>/task/<tid>/status): a thread that blocks (poll, a lock, a
+    sleep) counts one and is woken once for it, so their rate is how often
+    the processes sleep and are woken; being preempted is not counted."""
+    total = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
             continue
-        seen.add(pid)
-        ticks += table[pid][2]
-        todo += children.get(pid, ())
-    return ticks / os.sysconf("SC_CLK_TCK")
+        for tid in tids:
+            for line in (_read(f"/proc/{pid}/task/{tid}/status") or "").splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+    return total
 
 
 def _meminfo(*keys: str) -> dict:
