@@ -6,7 +6,8 @@ refuses it, AlterUserScramCredentials answers UNACCEPTABLE_CREDENTIAL, and a
 users file that has it anyway (written by hand) logs nobody in -- and a
 Produce naming another principal from a Kafka-listener connection is
 refused (the connection closed, as for any whole-request error of a
-Produce) with nothing written.
+Produce) with nothing written. The same holds for the local doors' Unix
+users' names (``User:unix:<name>``): no SASL user ``unix:root``.
 """
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ from kafkalite.record import RecordBatchBuilder
 from kafkalite.server.auth import credentials
 
 RESERVED = BROKER_PRINCIPAL.split(":", 1)[1]
+# a SASL user of this name was User:unix:root, the local door's principal of the Unix root
+# (issue 67): names in that namespace are reserved too
+LOCAL_ROOT = "unix:root"
 USER, PASSWORD = "frank", "frank-secret-1"
 
 # the module's server is set up once: its tests go to one xdist worker
@@ -77,10 +81,14 @@ def server(tmp_path_factory):
     r = users_add(data, RESERVED, "not-the-server-1")
     assert r.returncode == 1 and "is reserved for the server's own key" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
-    # a users file that has the name anyway (by hand, or from an older kafkalite)
+    r = users_add(data, LOCAL_ROOT, "not-the-server-1")
+    assert r.returncode == 1 and "are reserved for the local Unix users" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    # a users file that has the names anyway (by hand, or from an older kafkalite)
     path = credentials.users_file(data)
     users = credentials.read_users(path)
-    users[RESERVED] = {"PLAIN": credentials.make_credential("PLAIN", "not-the-server-1")}
+    for name in (RESERVED, LOCAL_ROOT):
+        users[name] = {"PLAIN": credentials.make_credential("PLAIN", "not-the-server-1")}
     credentials.write_users(path, users)
     srv = ServerProcess(data, workers=1,
                         extra_args=["--kafka-security-protocol", "SASL_PLAINTEXT"]).start()
@@ -93,15 +101,16 @@ def server(tmp_path_factory):
 
 def test_no_sasl_login_takes_the_servers_name(server):
     create_topic(server, "reserved")
-    err = first_client_error(sasl(server, RESERVED, "not-the-server-1"), "reserved")
-    assert err.code() in (ck.KafkaError._AUTHENTICATION, ck.KafkaError._TRANSPORT,
-                          ck.KafkaError._ALL_BROKERS_DOWN), err
-    admin = AdminClient(sasl(server, USER, PASSWORD))
-    futures = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
-        RESERVED, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"pw")])
-    with pytest.raises(ck.KafkaException) as refused:
-        futures[RESERVED].result(15)
-    assert refused.value.args[0].code() == ck.KafkaError.UNACCEPTABLE_CREDENTIAL
+    for name in (RESERVED, LOCAL_ROOT):
+        err = first_client_error(sasl(server, name, "not-the-server-1"), "reserved")
+        assert err.code() in (ck.KafkaError._AUTHENTICATION, ck.KafkaError._TRANSPORT,
+                              ck.KafkaError._ALL_BROKERS_DOWN), (name, err)
+        admin = AdminClient(sasl(server, USER, PASSWORD))
+        futures = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"pw")])
+        with pytest.raises(ck.KafkaException) as refused:
+            futures[name].result(15)
+        assert refused.value.args[0].code() == ck.KafkaError.UNACCEPTABLE_CREDENTIAL, name
 
 
 def test_a_kafka_listener_produce_may_not_name_another_principal(server):

@@ -83,3 +83,19 @@ def test_a_server_without_security_keeps_the_usual_modes(tmp_path, topic_name):
         srv.kill()
     assert stat.S_IMODE(os.stat(data).st_mode) == 0o755
     assert any(p.endswith(".log") and m == 0o644 for p, m in found.items()), found
+
+
+def test_the_users_file_and_its_lock_are_the_owners_alone(tmp_path):
+    """``sasl-users.json.lock`` was created 0644 (issue 67); one an earlier
+    version left so is made 0600 by the next write."""
+    from harness import run_cli
+    data = tmp_path / "data"
+    r = run_cli("users", "add", "alice", "--data-dir", str(data), stdin=b"alice-secret\n")
+    assert r.returncode == 0, r.stderr
+    users = data / "sasl-users.json"
+    assert stat.S_IMODE(os.stat(users).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(str(users) + ".lock").st_mode) == 0o600
+    os.chmod(str(users) + ".lock", 0o644)
+    r = run_cli("users", "add", "bob", "--data-dir", str(data), stdin=b"bob-secret\n")
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE(os.stat(str(users) + ".lock").st_mode) == 0o600

@@ -55,6 +55,7 @@ import json
 import os
 
 from kafkalite.errors import InvalidConfigurationError
+from kafkalite.protocol.curve import LOCAL_PRINCIPAL_PREFIX
 
 USERS_FILE = "sasl-users.json"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -76,13 +77,31 @@ SALT_BYTES = 16
 RESERVED_USER = "kafkalite-broker"
 
 
+# the names of principals that are not SASL users: a local door's Unix user is
+# ``User:unix:<name>`` (protocol/curve.py), so a SASL user ``unix:root`` would be the
+# local root to the authorizer
+_RESERVED_PREFIX = LOCAL_PRINCIPAL_PREFIX.removeprefix("User:")
+
+
+def reserved(name: str) -> str | None:
+    """Why no SASL user may be named ``name`` (None: it may): the server's
+    own principal, and the local doors' Unix users."""
+    if name == RESERVED_USER:
+        return f"the user name {RESERVED_USER!r} is reserved for the server's own key"
+    if name.startswith(_RESERVED_PREFIX):
+        return (f"user names starting {_RESERVED_PREFIX!r} are reserved for the local Unix "
+                f"users of the native ports' local doors (principal {LOCAL_PRINCIPAL_PREFIX}"
+                f"<name>)")
+    return None
+
+
 def check_user_name(name: str) -> None:
     """Raise InvalidConfigurationError for a name no SASL user may have."""
     if not name:
         raise InvalidConfigurationError("a SASL user needs a name")
-    if name == RESERVED_USER:
-        raise InvalidConfigurationError(
-            f"the user name {RESERVED_USER!r} is reserved for the server's own key")
+    why = reserved(name)
+    if why:
+        raise InvalidConfigurationError(why)
 
 
 def _b64(data: bytes) -> str:
@@ -162,7 +181,12 @@ def write_users(path: str, users: dict) -> None:
 def _locked(path: str):
     """The file's lock (``<file>.lock``), held for the block."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".lock", "a") as lock:
+    # 0600 as the file it guards (an open with mode "a" made it 0644, issue 67): who may
+    # take the lock may stall every login's write of the file
+    fd = os.open(path + ".lock", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o600)        # one an earlier version made 0644
+    with open(fd, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -243,7 +267,8 @@ class CredentialStore:
 
     def scram(self, mechanism: str, user: str):
         """(salt, stored_key, server_key, iterations) of ``user``, or None."""
-        cred = self._current().get(user, {}).get(mechanism) if user != RESERVED_USER else None
+        # a reserved name never logs in, even where a store made before the rule has it
+        cred = self._current().get(user, {}).get(mechanism) if not reserved(user) else None
         if not cred:
             return None
         return (_unb64(cred["salt"]), _unb64(cred["stored_key"]), _unb64(cred["server_key"]),
@@ -269,7 +294,7 @@ class CredentialStore:
         return False
 
     def verify_plain(self, user: str, password: str) -> bool:
-        cred = self._current().get(user, {}).get("PLAIN") if user != RESERVED_USER else None
+        cred = self._current().get(user, {}).get("PLAIN") if not reserved(user) else None
         if not cred:
             return False
         digest = hashlib.pbkdf2_hmac("sha512", password.encode(), _unb64(cred["salt"]),

@@ -51,10 +51,10 @@ import logging
 
 from kafkalite import errors
 from kafkalite.protocol import ApiKey
-from kafkalite.server.auth.credentials import (RESERVED_USER, SCRAM_MAX_ITERATIONS,
+from kafkalite.server.auth.credentials import (SCRAM_MAX_ITERATIONS,
                                           SCRAM_MECHANISM_TYPES, SCRAM_MECHANISMS,
                                           SCRAM_MIN_ITERATIONS, SCRAM_TYPE_OF, read_users,
-                                          scram_credential, update_users)
+                                          reserved, scram_credential, update_users)
 from kafkalite.server.network.requests import RequestContext
 
 log = logging.getLogger("kafkalite.scram")
@@ -236,7 +236,7 @@ def _mechanism(name: str, mechanism_type: int) -> str:
                        f"Unknown SCRAM mechanism {mechanism_type}")
     if not name:
         raise _Refused(errors.UnacceptableCredentialError, "Username must not be empty")
-    if name == RESERVED_USER:
-        raise _Refused(errors.UnacceptableCredentialError,
-                       f"Username {RESERVED_USER} is reserved for the server's own key")
+    why = reserved(name)
+    if why:
+        raise _Refused(errors.UnacceptableCredentialError, f"Username {name}: {why}")
     return mechanism
