@@ -157,6 +157,7 @@ from kafkalite.server.ratelimit import RateLimitedLog
 from kafkalite.server.network.port_holder import held_by
 from kafkalite.server.network.requests import (
     ANONYMOUS,
+    NO_RESPONSE,
     Listener,
     RequestContext,
     RequestDispatcher,
@@ -641,11 +642,31 @@ class KafkaListener:
             # Kafka closes a connection whose request it cannot parse.
             self._close(conn, str(exc))
             return
+        if self.dispatcher.at_once and self._answer_at_once(conn, header, body):
+            return
         self.dispatcher.dispatch(RequestContext(header, Listener.KAFKA, self, conn,
                                                 peer=conn.address, principal=conn.principal,
                                                 size=len(payload),
                                                 listener_name=self.listener_name),
                                  body)
+
+    def _answer_at_once(self, conn: KafkaConnection, header, body: dict) -> bool:
+        """Whether the dispatcher's one-pass path answered the request (the
+        common Produce: no RequestContext, no handler chain)."""
+        try:
+            result = self.dispatcher.answer_at_once(header, body)
+        except Exception as exc:  # one request must not take the process down
+            log.exception("%s: %r request failed", self.name, header.api_key)
+            self.respond_error(conn, header, errors.UnknownServerError.code,
+                               f"{type(exc).__name__}: {exc}")
+            return True
+        if result is None:
+            return False
+        if result is NO_RESPONSE:
+            self.unmute(conn, header)
+        else:
+            self.respond(conn, header, result)
+        return True
 
     # ---- SASL (security.py) ------------------------------------------------------------------
 

@@ -327,6 +327,9 @@ class RequestDispatcher:
         self.gate = None
         self.check_native = False
         self.quotas = None          # a quotas.QuotaManager: client quotas enforced
+        # {api key: fn(body) -> response body, NO_RESPONSE, or None}: a handler's one-pass
+        # path for its common requests, which needs no RequestContext (``answer_at_once``)
+        self.at_once: dict = {}
 
     def advertised(self, listener: Listener) -> Iterable[int]:
         if listener is Listener.KAFKA and self._cluster_apis is not None:
@@ -345,6 +348,27 @@ class RequestDispatcher:
         versions = SUPPORTED_VERSIONS.get(header.api_key)
         if versions is None or not versions[0] <= header.api_version <= versions[1]:
             raise unsupported(header, self.name)
+
+    def answer_at_once(self, header: RequestHeader, body: dict):
+        """The answer to a request whose handler serves it in one pass
+        (``at_once``), the request counted in the stats: a response body, or
+        NO_RESPONSE; None when there is no such path for it, the
+        authorizer or client quotas must see it (they need its context), or
+        the path did not take it -- nothing done, ``dispatch`` serves it.
+        Raises what the path raised (a fault: the caller answers it as
+        ``dispatch`` would)."""
+        fn = self.at_once.get(header.api_key)
+        if fn is None or self.gate is not None or (self.quotas is not None
+                                                     and self.quotas.enabled):
+            return None
+        versions = SUPPORTED_VERSIONS[header.api_key]
+        if not versions[0] <= header.api_version <= versions[1]:
+            return None
+        started = time.perf_counter()
+        result = fn(body)
+        if result is not None and self.stats is not None:
+            self.stats.observe(header.api_key, time.perf_counter() - started)
+        return result
 
     def dispatch(self, ctx: RequestContext, body: dict) -> None:
         header = ctx.header

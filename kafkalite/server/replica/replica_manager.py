@@ -605,9 +605,9 @@ class ReplicaManager:
                     {**produce_blank(), "index": pd["index"],
                      "error_code": errors.InvalidRequiredAcksError.code, "error_message": message}
                     for pd in t["partition_data"]]} for t in body.get("topic_data") or ()]}
-        done = answer_at_once(self, body)
+        done = self.produce_at_once(body)
         if done is not None:
-            return done if acks else NO_RESPONSE
+            return done
         if self.verifier is None:
             return self._produce(ctx, body, {})
         starts = self._transaction_starts(body)
@@ -628,6 +628,15 @@ class ReplicaManager:
         self.verifier(body["transactional_id"], pid, epoch, sorted(tps),
                       lambda codes: self._verified(ctx, body, pid, codes), add=add)
         return DEFERRED
+
+    def produce_at_once(self, body: dict):
+        """A common Produce request's answer in one pass (produce_at_once.py):
+        its body, NO_RESPONSE for acks 0, or None (not the common kind,
+        nothing done); the dispatcher's ``at_once`` path for it."""
+        done = answer_at_once(self, body)
+        if done is None or body["acks"]:
+            return done
+        return NO_RESPONSE
 
     def start_verification(self, pid: int, epoch: int, sequences: dict,
                            supports_epoch_bump: bool) -> None:
