@@ -291,3 +291,24 @@ def test_find_coordinator_points_at_the_supervisor(h):
         ("a", 7, 9), ("b", 7, 9)]
     r = h.call(ApiKey.FIND_COORDINATOR, {"key": "a", "key_type": 0}, version=2)
     assert (r["error_code"], r["node_id"], r["host"]) == (0, 7, "127.0.0.1")
+
+
+def test_commit_during_completing_rebalance_checks_member_and_generation_first(h):
+    """Kafka's ClassicGroup.validateOffsetCommit: while the group waits for
+    its leader's assignment, a stale generation is ILLEGAL_GENERATION and an
+    unknown member UNKNOWN_MEMBER_ID; only a member of the current
+    generation hears REBALANCE_IN_PROGRESS (librdkafka's 0113 tells them
+    apart)."""
+    gen, a, b = stable_pair(h)
+    h.call(ApiKey.LEAVE_GROUP, {"group_id": "g", "members": [
+        {"member_id": b, "group_instance_id": None, "reason": None}]})
+    ra = h.answer(h.send(ApiKey.JOIN_GROUP, join_body("g", a)))
+    assert ra["generation_id"] == gen + 1
+    assert h.coord.groups["g"].state == "CompletingRebalance"
+    tp = ("orders", 0)
+    assert commit(h, "g", gen, a, {tp: 5}) == {tp: errors.IllegalGenerationError.code}
+    assert commit(h, "g", gen + 1, "nobody", {tp: 5}) == {tp: errors.UnknownMemberIdError.code}
+    assert commit(h, "g", gen + 1, b, {tp: 5}) == {tp: errors.UnknownMemberIdError.code}
+    assert commit(h, "g", -1, "", {tp: 5}) == {tp: errors.UnknownMemberIdError.code}
+    assert commit(h, "g", gen + 1, a, {tp: 5}) == {tp: errors.RebalanceInProgressError.code}
+    assert fetch_offsets(h, "g") == {}
