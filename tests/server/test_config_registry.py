@@ -169,6 +169,54 @@ def test_deprecated_topic_configs_are_accepted_with_a_warning_and_ignored(caplog
         registry.check_topic_configs({"retention.ms": None}, LogConfig())
 
 
+# Kafka 3.x's message.format.version takes any version its MetadataVersion
+# parses: trailing segments past major.minor (0.x: past the third) are
+# ignored, an -IV suffix names an inter-broker protocol version.
+@pytest.mark.parametrize("value", ["0.10.0.0", "0.10.0", "0.10.0-IV1", "0.8.2", "0.11.0.3",
+                                   "1.0", "2.8.1", "2.8", "3.0-IV1", "3.9"])
+def test_message_format_version_takes_the_versions_kafka_3_takes(value):
+    stored = registry.check_topic_configs({"message.format.version": value}, LogConfig())
+    assert stored == {"message.format.version": value}
+
+
+@pytest.mark.parametrize("value", ["newest", "0.7", "0.10", "9.9", "3.0-IV99x", ""])
+def test_message_format_version_refuses_what_kafka_3_refuses(value):
+    with pytest.raises(errors.InvalidConfigurationError, match="message.format.version"):
+        registry.check_topic_configs({"message.format.version": value}, LogConfig())
+
+
+# Kafka 4.x's dynamic broker configs that kafkalite refused as unknown: its
+# DynamicListenerConfig's SASL settings (per broker) and DynamicRemoteLogConfig's
+# thread pools (cluster-wide); documented with that update mode, so accepted.
+KAFKA_DYNAMIC_BROKER_CONFIGS = {
+    "sasl.kerberos.kinit.cmd": (T.STRING, "/usr/bin/kinit", Scope.PER_BROKER),
+    "sasl.kerberos.min.time.before.relogin": (T.LONG, "60000", Scope.PER_BROKER),
+    "sasl.kerberos.principal.to.local.rules": (T.LIST, "DEFAULT", Scope.PER_BROKER),
+    "sasl.kerberos.ticket.renew.jitter": (T.DOUBLE, "0.05", Scope.PER_BROKER),
+    "sasl.kerberos.ticket.renew.window.factor": (T.DOUBLE, "0.8", Scope.PER_BROKER),
+    "sasl.login.refresh.buffer.seconds": (T.SHORT, "300", Scope.PER_BROKER),
+    "sasl.login.refresh.min.period.seconds": (T.SHORT, "60", Scope.PER_BROKER),
+    "sasl.login.refresh.window.factor": (T.DOUBLE, "0.8", Scope.PER_BROKER),
+    "sasl.login.refresh.window.jitter": (T.DOUBLE, "0.05", Scope.PER_BROKER),
+    "remote.log.manager.copier.thread.pool.size": (T.INT, "10", Scope.CLUSTER_WIDE),
+    "remote.log.manager.expiration.thread.pool.size": (T.INT, "10", Scope.CLUSTER_WIDE),
+    "remote.log.manager.follower.thread.pool.size": (T.INT, "2", Scope.CLUSTER_WIDE),
+    "remote.log.reader.threads": (T.INT, "10", Scope.CLUSTER_WIDE),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KAFKA_DYNAMIC_BROKER_CONFIGS))
+def test_every_dynamic_broker_config_kafka_documents_is_accepted(name):
+    key = registry.broker_config(name)
+    assert key is not None, f"{name} is unknown"
+    assert (key.type, key.default, key.scope) == KAFKA_DYNAMIC_BROKER_CONFIGS[name]
+    assert key.doc and key.effect                     # stored; the docs say why it does nothing
+    registry.check_broker_configs({name: key.default}, per_broker=True)
+    with pytest.raises(errors.InvalidRequestError, match=name):
+        registry.check_broker_configs({name: "not-a-value"} if key.type != T.STRING and
+                                      key.type != T.LIST else {name: "x"}, per_broker=False)
+
+
 def test_topic_config_checks_are_kafkas():
     ok = {"file.delete.delay.ms": "0", "compression.gzip.level": "-1",
           "compression.zstd.level": "-5", "leader.replication.throttled.replicas": "0:1,1:2",
