@@ -92,11 +92,10 @@ class ApiKey(IntEnum):
 # with low versions. tests/protocol/test_spec_conformance.py holds every
 # range to Kafka's message specs.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 12),
-    ApiKey.FETCH: (0, 17),                        # v17: replica directory id (KIP-853)
-    ApiKey.LIST_OFFSETS: (0, 11),                 # v9: -5 (KIP-1005); v10: timeout_ms (KIP-1075);
-                                                  # v11: -6 (KIP-1023)
-    ApiKey.METADATA: (0, 12),
+    ApiKey.PRODUCE: (0, 13),                      # v13: topic ids (KIP-516)
+    ApiKey.FETCH: (0, 18),                        # v17: replica directory id (KIP-853)
+    ApiKey.LIST_OFFSETS: (0, 10),                 # v9: -5 (KIP-1005); v10: timeout_ms (KIP-1075)
+    ApiKey.METADATA: (0, 13),                     # v13: top-level error_code (KIP-1102)
     ApiKey.OFFSET_COMMIT: (0, 9),
     ApiKey.OFFSET_FETCH: (0, 9),
     ApiKey.FIND_COORDINATOR: (0, 6),              # v6: share coordinator keys (KIP-932)
@@ -104,7 +103,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
     ApiKey.SYNC_GROUP: (0, 5),
-    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 6),
     ApiKey.LIST_GROUPS: (0, 5),                   # v5: group types (KIP-848)
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.API_VERSIONS: (0, 4),                  # v4: features at level 0 (KAFKA-17011)
@@ -130,7 +129,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
@@ -138,10 +137,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),   # KIP-554
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_QUORUM: (0, 2),               # the controller lease as a one-voter quorum
-    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
-    ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.LIST_TRANSACTIONS: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),     # KIP-966, Kafka 3.8
     # KIP-848, GA in Kafka 4.0 (librdkafka asks v1, regex subscriptions)
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),

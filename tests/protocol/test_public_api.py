@@ -66,17 +66,18 @@ def test_api_keys_and_supported_versions():
     assert set(protocol.SUPPORTED_VERSIONS) == set(protocol.ApiKey)
     for low, high in protocol.SUPPORTED_VERSIONS.values():
         assert low == 0 <= high
-    # What Kafka 4.0 advertises for the versions clients key their behaviour
-    # on (kafka-python infers 4.0 from ListOffsets v10), transactions v2
-    # included (KIP-890 parts 1 and 2).
+    # What Kafka 4.1 advertises for the versions clients key their behaviour
+    # on (kafka-python infers 4.1 from Produce v13, and 4.2 from ListOffsets
+    # v11, which is left out), transactions v2 included (KIP-890 parts 1 and
+    # 2); tests/compat/test_api_versions_conformance.py compares every API.
     versions = protocol.SUPPORTED_VERSIONS
-    assert versions[protocol.ApiKey.PRODUCE] == (0, 12)
+    assert versions[protocol.ApiKey.PRODUCE] == (0, 13)
     assert versions[protocol.ApiKey.END_TXN] == (0, 5)
     assert versions[protocol.ApiKey.TXN_OFFSET_COMMIT] == (0, 5)
-    assert versions[protocol.ApiKey.FETCH] == (0, 17)
-    assert versions[protocol.ApiKey.METADATA] == (0, 12)
+    assert versions[protocol.ApiKey.FETCH] == (0, 18)
+    assert versions[protocol.ApiKey.METADATA] == (0, 13)
     assert versions[protocol.ApiKey.API_VERSIONS] == (0, 4)
-    assert versions[protocol.ApiKey.LIST_OFFSETS] == (0, 11)    # v11: KIP-1023, Kafka 4.2
+    assert versions[protocol.ApiKey.LIST_OFFSETS] == (0, 10)
     assert versions[protocol.ApiKey.FIND_COORDINATOR] == (0, 6)
     # share groups (KIP-932): v0 as Kafka 4.0 defined them, v1 as Kafka 4.1
     # (librdkafka's ShareConsumer asks v1 only)

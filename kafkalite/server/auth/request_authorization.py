@@ -186,6 +186,11 @@ def _partitions_with(code: int, topics, name_field: str, parts_field: str, index
 # ---- data APIs (the workers') ------------------------------------------------------------------
 
 def _produce(r: _Request, body: dict) -> None:
+    if r.ctx.api_version >= 13:
+        # v13 names topics by id (KIP-516); named here as the handler names
+        # them (per_partition.name_produce_topics), "" for an unknown id
+        for t in body.get("topic_data") or ():
+            t["name"] = r.gate.topic_name_of(t.get("topic_id")) or ""
     txn = body.get("transactional_id")
     if txn is not None and not r.may(Op.WRITE, Res.TRANSACTIONAL_ID, txn):
         denied, code = body["topic_data"], TXN_DENIED

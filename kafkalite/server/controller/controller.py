@@ -68,7 +68,8 @@ from kafkalite.server.controller.replication_control import BrokerChannel, Repli
 from kafkalite.server.controller.topic_control import (TopicControl, failed_partitions,
                                                        open_error)
 from kafkalite.server.internal_topic import partition_for
-from kafkalite.server.network.per_partition import each_partition
+from kafkalite.server.network.per_partition import (each_partition, name_produce_topics,
+                                                    produce_topic_id, produce_topic_name)
 from kafkalite.server.network.requests import NO_RESPONSE, Listener, RequestContext
 from kafkalite.server.replica.replica_manager import (DELETE_RECORDS, PRODUCE, produce_blank,
                                                       alter_replica_log_dirs_response,
@@ -221,6 +222,11 @@ class Controller:
 
     def partition_counts(self) -> dict[str, int]:
         return self.replication_control.partition_counts()
+
+    def topic_name_of(self, topic_id) -> str | None:
+        """The name of the topic with id ``topic_id``; None: no such topic."""
+        return next((t.name for t in self.metadata.topics.values() if t.topic_id == topic_id),
+                    None)
 
     def partition_count(self, topic: str) -> int | None:
         return self.replication_control.partition_count(topic)
@@ -442,12 +448,21 @@ class Controller:
                                      f"asked for", "endpoint_type": EndpointType.BROKER,
                     "cluster_id": self.metadata.cluster_id, "controller_id": -1, "brokers": [],
                     "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+        brokers = [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
+                    "rack": None, "is_fenced": False}
+                   for b in self.live_brokers(ctx.listener, ctx.listener_name)]
+        if body.get("include_fenced_brokers"):
+            # v2 (KIP-1073): the fenced brokers too, at their endpoints, marked
+            listed = {b["broker_id"] for b in brokers}
+            for b in self.cluster_control.brokers:
+                endpoint = self.cluster_control.kafka_endpoint(b, ctx.listener_name)
+                if b.fenced and b.broker_id not in listed and endpoint is not None:
+                    brokers.append({"broker_id": b.broker_id, "host": endpoint[0],
+                                    "port": endpoint[1], "rack": None, "is_fenced": True})
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                 "endpoint_type": EndpointType.BROKER, "cluster_id": self.metadata.cluster_id,
                 "controller_id": self.cluster_control.controller_id(ctx.listener, ctx.listener_name),
-                "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
-                             "rack": None}
-                            for b in self.live_brokers(ctx.listener, ctx.listener_name)],
+                "brokers": brokers,
                 "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
     def _describe_quorum(self, ctx: RequestContext, body: dict):
@@ -542,6 +557,7 @@ class Controller:
         replica manager answers INVALID_TOPIC_EXCEPTION); it leads nothing
         else (NOT_LEADER_OR_FOLLOWER sends a client back to Metadata)."""
         node = KAFKA_CONTROLLER_ID if ctx.listener is Listener.KAFKA else NATIVE_CONTROLLER_ID
+        name_produce_topics(body, ctx.api_version, self.topic_name_of)
 
         def serve(name, topic, pd, out):
             if name in INTERNAL_TOPICS:
@@ -549,7 +565,8 @@ class Controller:
             raise errors.NotLeaderOrFollowerError(
                 f"node {node} leads no partition of {name}; ask Metadata for the leader")
 
-        topics = each_partition(PRODUCE, body["topic_data"], serve, produce_blank)
+        topics = each_partition(PRODUCE, body["topic_data"], serve, produce_blank,
+                                resolve=produce_topic_name, topic_fields=produce_topic_id)
         if body.get("acks", 1) == 0:
             return NO_RESPONSE
         return {"responses": topics, "throttle_time_ms": 0}
