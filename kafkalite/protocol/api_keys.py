@@ -41,6 +41,10 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
+    CREATE_DELEGATION_TOKEN = 38
+    RENEW_DELEGATION_TOKEN = 39
+    EXPIRE_DELEGATION_TOKEN = 40
+    DESCRIBE_DELEGATION_TOKEN = 41
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -52,17 +56,22 @@ class ApiKey(IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_QUORUM = 55
+    UPDATE_FEATURES = 57
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
+    UNREGISTER_BROKER = 64
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
     INITIALIZE_SHARE_GROUP_STATE = 83
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
@@ -70,6 +79,7 @@ class ApiKey(IntEnum):
     READ_SHARE_GROUP_STATE_SUMMARY = 87
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # (min, max) version per API. The maxima are an Apache Kafka 4.0 broker's
@@ -126,6 +136,12 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3),
+    # delegation tokens (KIP-48): kafkalite issues none, and answers as a Kafka
+    # broker without delegation.token.secret.key (DELEGATION_TOKEN_AUTH_DISABLED)
+    ApiKey.CREATE_DELEGATION_TOKEN: (0, 3),
+    ApiKey.RENEW_DELEGATION_TOKEN: (0, 2),
+    ApiKey.EXPIRE_DELEGATION_TOKEN: (0, 2),
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
@@ -137,6 +153,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),   # KIP-554
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_QUORUM: (0, 2),               # the controller lease as a one-voter quorum
+    ApiKey.ADD_RAFT_VOTER: (0, 0),                # ... whose voters are static (kraft.version 0)
+    ApiKey.REMOVE_RAFT_VOTER: (0, 0),
+    ApiKey.UPDATE_FEATURES: (0, 2),               # the finalized levels are the only ones
+    ApiKey.UNREGISTER_BROKER: (0, 0),
+    ApiKey.LIST_CONFIG_RESOURCES: (0, 1),         # v1: every resource with configs (KIP-1142)
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
@@ -154,6 +175,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # kafka-share-groups.sh --describe --offsets / --reset-offsets (Kafka 4.1)
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
     # the share coordinator's (KIP-932): partition leaders read and write
     # share-partition state (server/share/share_coordinator.py); brokers' APIs,
     # CLUSTER_ACTION under an authorizer, as WriteTxnMarkers

@@ -14,6 +14,9 @@ each other API is a manager's, and ``handlers`` is the one table of them:
 - placement.py ``ReplicaPlacer``: where new replicas go;
 - topic_control.py ``TopicControl``: CreateTopics, DeleteTopics,
   CreatePartitions;
+- cluster_admin.py ``ClusterAdmin``: delegation tokens, UpdateFeatures,
+  UnregisterBroker, the quorum's voters and ListConfigResources, answered
+  from what kafkalite is;
 - config_control.py ``ConfigurationControl``: the config APIs (their
   changes are sent to the brokers here, as Kafka's controller publishes
   the records its manager returns).
@@ -60,6 +63,7 @@ from kafkalite.protocol.enums import AUTHORIZED_OPERATIONS_OMITTED, EndpointType
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.controller.cluster_control import (KAFKA_CONTROLLER_ID, NATIVE_CONTROLLER_ID,
                                                          BrokerRegistration, ClusterControl)
+from kafkalite.server.controller.cluster_admin import ClusterAdmin
 from kafkalite.server.controller.config_control import ConfigurationControl
 from kafkalite.server.controller.metadata import MetadataStore, TopicMetadata
 from kafkalite.server.topic import INTERNAL_TOPICS, OFFSETS_TOPIC, validate_topic_name
@@ -113,6 +117,9 @@ class Controller:
             config.data_dir, getattr(metadata, "reserve_producer_ids", None))
         # internal topic -> partition count, registered by its coordinator
         self.internal_topics: dict[str, int] = {}
+        self.cluster_admin = ClusterAdmin(
+            lambda: metadata.cluster_id, lambda: list(metadata.topics),
+            lambda: [b.broker_id for b in self.cluster_control.brokers])
 
     brokers = _managed("cluster_control", "brokers", "the BrokerRegistrations, by id")
     racks = _managed("cluster_control", "racks", "broker id -> rack (its node, in a cluster)")
@@ -145,6 +152,7 @@ class Controller:
             ApiKey.LIST_PARTITION_REASSIGNMENTS: replication.list_partition_reassignments,
             ApiKey.PRODUCE: self._produce,
             ApiKey.DELETE_RECORDS: self._delete_records,
+            **self.cluster_admin.handlers(),
         }
 
     def register_internal_topic(self, name: str, partitions: int) -> None:

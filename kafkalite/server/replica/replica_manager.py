@@ -195,7 +195,9 @@ LIST_OFFSETS_SPEC_VERSIONS = {
     MAX_TIMESTAMP: 7,                   # KIP-734
     EARLIEST_LOCAL_TIMESTAMP: 8,        # KIP-405
     LATEST_TIERED_TIMESTAMP: 9,         # KIP-1005
-    EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11,  # KIP-1023
+    # KIP-1023: ListOffsets v11 is Kafka 4.2's, not advertised while kafkalite
+    # claims 4.1 (api_keys.py), so -6 is refused at every version served
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11,
 }
 
 

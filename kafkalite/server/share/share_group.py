@@ -387,6 +387,43 @@ class ShareGroupCoordinator:
             for t in _offsets_by_topic(out, topics)]}
 
 
+    def delete_offsets(self, ctx, body: dict) -> dict:
+        """DeleteShareGroupOffsets (Kafka 4.1): forget the group's state of
+        whole topics, only while it has no members; a topic it holds no
+        state of is UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers one it
+        never initialized."""
+        gid = body["group_id"]
+        err = self._kind_error(gid)
+        sg = self.groups.get(gid)
+        if err is None and sg is None and gid not in (self.state.groups() if self.state else ()):
+            err = errors.GroupIdNotFoundError(f"Group {gid} not found.")
+        if err is None and sg is not None and sg.members:
+            err = errors.NonEmptyGroupError(
+                f"Share group {gid} has {len(sg.members)} member(s): its offsets can be "
+                f"deleted only while it has none.")
+        if err is not None:
+            return {"throttle_time_ms": 0, "error_code": err.code,
+                    "error_message": str(err) or err.name, "responses": []}
+        topics = self.topics()
+        responses = []
+        for t in body["topics"]:
+            name = t["topic_name"]
+            meta = topics.get(name)
+            out = {"topic_name": name, "topic_id": meta.topic_id if meta else NO_TOPIC_ID,
+                   "error_code": NONE, "error_message": None}
+            try:
+                if meta is None or self.state is None or not self.state.delete_group_topic(
+                        gid, meta.topic_id):
+                    raise errors.UnknownTopicOrPartitionError(
+                        f"Share group {gid} has no offsets of topic {name}.")
+            except KafkaError as exc:
+                out["error_code"], out["error_message"] = exc.code, str(exc) or exc.name
+            responses.append(out)
+        self.state_reset(gid)
+        return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
+                "responses": responses}
+
+
 def _offset_error(index: int, exc: KafkaError | None) -> dict:
     if exc is None:
         return {"partition_index": index, "start_offset": -1, "leader_epoch": -1,
