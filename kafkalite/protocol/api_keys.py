@@ -82,25 +82,19 @@ class ApiKey(IntEnum):
     DELETE_SHARE_GROUP_OFFSETS = 92
 
 
-# (min, max) version per API. The maxima are an Apache Kafka 4.0 broker's
-# for the features kafkalite serves, since clients judge the release by them
-# (kafka-python: ListOffsets v10 => 4.0, Fetch v17 => 3.9, Fetch v16 => 3.7;
-# librdkafka gates features on them): ListOffsets v10 (KIP-1005, KIP-1075),
-# Fetch v17 (KIP-853), FindCoordinator v6 (KIP-932), ApiVersions v4
-# (KAFKA-17011), DescribeQuorum v2 and AlterReplicaLogDirs v2, and the
-# transactions v2 versions (KIP-890 parts 1 and 2: Produce v12,
-# InitProducerId v5, AddPartitionsToTxn v5, AddOffsetsToTxn v4, EndTxn v5,
-# TxnOffsetCommit v5; with the finalized feature transaction.version=2 in
-# ApiVersions v3+, a client may use transactions v2). An API whose next
-# version carries a feature kafkalite does not serve stops before it (Metadata
-# v13's REBOOTSTRAP_REQUIRED, KIP-1102). The share-group APIs are ahead of
-# 4.0 (their stable v1s are Kafka 4.1's, below), and so is ListOffsets v11
-# (KIP-1023's earliest-pending-upload spec, Kafka 4.2), which tiered storage
-# serves: kafka-python infers 4.2 from it, a release it gates nothing on (it
-# picks each request's version from the ranges advertised). Every range starts at 0
-# like Kafka 3.x's (4.0 dropped the oldest, KIP-896): clients keep probing
-# with low versions. tests/protocol/test_spec_conformance.py holds every
-# range to Kafka's message specs.
+# (min, max) version per API. kafkalite claims Apache Kafka 4.1: it serves
+# every API a Kafka 4.1 broker advertises, each to the same newest version,
+# since clients judge the release by them and a client pinned to a release
+# sends its versions without asking (kafka-python: Produce v13 => 4.1,
+# ListOffsets v10 => 4.0, v11 => 4.2; librdkafka gates features on them).
+# So a claim is whole only when every version it implies is served: an API
+# whose next version is a later release's stops before it (ListOffsets v11,
+# KIP-1023's earliest-pending-upload spec, is Kafka 4.2's, and 4.2 has
+# APIs kafkalite lacks: streams groups, KIP-1071). Every range starts at 0
+# like Kafka 3.x's (4.0 dropped the oldest, KIP-896): clients pinned to
+# older releases keep their versions. tests/protocol/test_claimed_release.py
+# compares every API with a 4.1 broker's ranges, tests/protocol/
+# test_definitions.py every version with Kafka's message specs.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 13),                      # v13: topic ids (KIP-516)
     ApiKey.FETCH: (0, 18),                        # v17: replica directory id (KIP-853)
