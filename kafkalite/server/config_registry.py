@@ -79,8 +79,10 @@ _KINDS = {"int": ConfigType.INT, "long": ConfigType.LONG, "double": ConfigType.D
 
 
 class Scope(str, Enum):
-    """Kafka's "Update Mode" of a broker config; topic configs are TOPIC."""
+    """Kafka's "Update Mode" of a broker config; topic configs are TOPIC,
+    group configs (group_config.py) GROUP."""
     TOPIC = "topic"
+    GROUP = "group"
     READ_ONLY = "read-only"
     PER_BROKER = "per-broker"
     CLUSTER_WIDE = "cluster-wide"

@@ -375,3 +375,41 @@ def test_dynamic_broker_configs_survive_a_restart_of_the_metadata(tmp_path):
     assert set(again.topics) == {"orders", "payments"}
     again.set_broker_configs("1", {})
     assert MetadataStore(str(tmp_path)).broker_configs == {"": {"log.retention.ms": "3600000"}}
+
+
+def test_group_configs_survive_a_restart_of_the_metadata(tmp_path):
+    store = MetadataStore(str(tmp_path))
+    store.set_group_configs("g1", {"consumer.session.timeout.ms": "50000"})
+    store.create_topic("orders", 1, {}, workers=2)        # a change-log line after them
+    again = MetadataStore(str(tmp_path))
+    assert again.group_configs == {"g1": {"consumer.session.timeout.ms": "50000"}}
+    again.set_group_configs("g1", {})
+    assert MetadataStore(str(tmp_path)).group_configs == {}
+
+
+def test_group_configs_are_kafka_4_1s_with_its_bounds():
+    from kafkalite.server import group_config
+    assert set(group_config.GROUP_CONFIGS) == {
+        "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
+        "share.session.timeout.ms", "share.heartbeat.interval.ms",
+        "share.record.lock.duration.ms", "share.auto.offset.reset", "share.isolation.level",
+        "streams.session.timeout.ms", "streams.heartbeat.interval.ms",
+        "streams.num.standby.replicas"}
+    ok = {"consumer.session.timeout.ms": "60000", "consumer.heartbeat.interval.ms": "15000",
+          "share.record.lock.duration.ms": "15000", "share.isolation.level": "read_committed"}
+    assert group_config.check_group_configs("g", ok) == ok
+    for bad in ({"consumer.session.timeout.ms": "60001"},
+                {"share.heartbeat.interval.ms": "4999"},
+                {"share.session.timeout.ms": "45000", "share.heartbeat.interval.ms": "15000",
+                 "streams.num.standby.replicas": "3"}):
+        with pytest.raises(errors.InvalidConfigurationError):
+            group_config.check_group_configs("g", bad)
+    with pytest.raises(errors.InvalidRequestError):
+        group_config.check_group_configs("", {})
+    entries = {e["name"]: e for e in group_config.describe_group(
+        ServerConfig(group_consumer_session_timeout_ms=6000), {"share.isolation.level":
+                                                              "read_committed"})}
+    assert (entries["consumer.session.timeout.ms"]["value"],
+            entries["consumer.session.timeout.ms"]["config_source"]) == (
+        "6000", ConfigSource.DEFAULT_CONFIG)
+    assert entries["share.isolation.level"]["config_source"] == ConfigSource.GROUP_CONFIG

@@ -119,7 +119,8 @@ class Controller:
         self.internal_topics: dict[str, int] = {}
         self.cluster_admin = ClusterAdmin(
             lambda: metadata.cluster_id, lambda: list(metadata.topics),
-            lambda: [b.broker_id for b in self.cluster_control.brokers])
+            lambda: [b.broker_id for b in self.cluster_control.brokers],
+            lambda: list(self.metadata.group_configs))
 
     brokers = _managed("cluster_control", "brokers", "the BrokerRegistrations, by id")
     racks = _managed("cluster_control", "racks", "broker id -> rack (its node, in a cluster)")
