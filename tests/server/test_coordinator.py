@@ -312,3 +312,16 @@ def test_commit_during_completing_rebalance_checks_member_and_generation_first(h
     assert commit(h, "g", -1, "", {tp: 5}) == {tp: errors.UnknownMemberIdError.code}
     assert commit(h, "g", gen + 1, a, {tp: 5}) == {tp: errors.RebalanceInProgressError.code}
     assert fetch_offsets(h, "g") == {}
+
+
+def test_commit_before_v7_has_no_static_instance(h):
+    """OffsetCommit v2-v6 has no group_instance_id (it decodes as ""): the
+    member is checked by its id alone, as aiokafka's commits need."""
+    gen, a, b = stable_pair(h)
+    resp = h.call(ApiKey.OFFSET_COMMIT, {
+        "group_id": "g", "generation_id_or_member_epoch": gen, "member_id": a,
+        "retention_time_ms": -1, "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""}]}]},
+        version=2)
+    assert resp["topics"][0]["partitions"][0]["error_code"] == 0
+    assert fetch_offsets(h, "g") == {("orders", 0): (3, "")}

@@ -411,8 +411,9 @@ class ClassicGroupManager:
             return errors.CoordinatorNotAvailableError.code
         if generation < 0 and g.state == EMPTY:
             return NONE                   # the admin client, or a consumer without a group
-        if generation >= 0 or member_id or instance is not None:
-            if instance is not None:
+        # before v7 the request has no group_instance_id: it decodes as ""
+        if generation >= 0 or member_id or instance:
+            if instance:
                 known = g.static.get(instance)
                 if known is None:
                     return errors.UnknownMemberIdError.code
