@@ -249,3 +249,29 @@ def test_delete_share_group_offsets_of_a_group_that_does_not_exist(server, group
         assert r["error_code"] == GROUP_ID_NOT_FOUND and r["responses"] == []
     finally:
         w.close()
+
+
+def test_a_broker_answers_every_version_it_advertises(server):
+    """Never a closed connection for a version advertised: every API (but
+    the SASL exchange, answered only on SASL listeners) at every version,
+    with a body of defaults, gets an answer that decodes, from a broker
+    Metadata names (the bootstrap-only controller node leaves the data
+    APIs to them)."""
+    from kafkalite.protocol import SUPPORTED_VERSIONS
+    port = server.info["kafka_brokers"][0]["port"]
+    bodies = {ApiKey.PRODUCE: {"acks": 1}, ApiKey.ELECT_LEADERS: {"topic_partitions": []},
+              ApiKey.API_VERSIONS: {"client_software_name": "conformance",
+                                    "client_software_version": "1"}}
+    closed = []
+    for api, (low, high) in sorted(SUPPORTED_VERSIONS.items()):
+        if api in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            continue
+        for version in range(low, high + 1):
+            w = KafkaWire(f"127.0.0.1:{port}")
+            try:
+                w.request(api, version, dict(bodies.get(api, {})))
+            except ConnectionError as exc:
+                closed.append((api.name, version, str(exc)))
+            finally:
+                w.close()
+    assert not closed
