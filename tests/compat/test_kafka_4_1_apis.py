@@ -1,8 +1,9 @@
 """The versions and APIs that make kafkalite's Kafka 4.1 claim whole, on the
 wire against the shared server: what a client pinned to Kafka 4.0 or 4.1
-sends (kafka-python with ``api_version=(4, 0)`` and ``(4, 1)`` asks no
-ApiVersions and speaks that release's versions: Metadata v13, Produce v13 by
-topic id, Fetch v18), each version bump's new fields, and the APIs a 4.1
+sends (kafka-python with ``api_version=(4, 0)`` and ``(4, 1)`` takes that
+release's ranges without asking: Metadata v13, with Produce and Fetch at its
+own caps, v9 and v12; Produce v13 by topic id and Fetch v18 are sent here
+directly), each version bump's new fields, and the APIs a 4.1
 broker has that kafkalite answered with nothing before (delegation tokens,
 UpdateFeatures, UnregisterBroker, the raft voter APIs, ListConfigResources,
 DeleteShareGroupOffsets). A version kafkalite does not advertise closes the
@@ -48,9 +49,10 @@ def leader_wire(server, topic: str) -> KafkaWire:
 @pytest.mark.parametrize("pinned", [(4, 0), (4, 1)])
 def test_kafka_python_pinned_to_kafka_4_x_produces_consumes_and_commits(
         server, topic_name, pinned):
-    """kafka-python pinned to a release sends that release's versions (4.0:
-    Metadata v13; 4.1: Produce v13 and Fetch v18 too); before, kafkalite
-    closed the connection on Metadata v13 and every call failed."""
+    """kafka-python pinned to a release sends that release's versions
+    (Metadata v13 for both); before, kafkalite closed the connection on
+    Metadata v13 and every call failed (its integration suite at 4.0 went
+    from 43 passing to 0)."""
     topic = f"{topic_name}-{pinned[1]}"
     common = {"bootstrap_servers": server.kafka_bootstrap, "api_version": pinned}
     admin = KafkaAdminClient(**common)
@@ -107,9 +109,10 @@ def test_metadata_v13_answers_a_top_level_error_code(server):
         w.close()
 
 
-def test_produce_v13_names_topics_by_id(server, topic_name):
+def test_produce_v13_names_topics_by_id_and_fetch_v18_reads_it(server, topic_name):
     """KIP-516: Produce v13 carries topic ids, answered by id; an id the
-    broker does not know is UNKNOWN_TOPIC_ID."""
+    broker does not know is UNKNOWN_TOPIC_ID. Fetch v18 (a consumer sends
+    no high watermark) reads both records."""
     create(server, topic_name)
     native_produce(server, topic_name, [(None, b"first", [])])
     w = leader_wire(server, topic_name)
@@ -127,6 +130,12 @@ def test_produce_v13_names_topics_by_id(server, topic_name):
         assert (by_id[t["topic_id"]]["error_code"], by_id[t["topic_id"]]["base_offset"]) == (
             NONE, 1)
         assert by_id[unknown]["error_code"] == UNKNOWN_TOPIC_ID
+        r = w.request(ApiKey.FETCH, 18, {"max_wait_ms": 0, "min_bytes": 1, "topics": [
+            {"topic_id": t["topic_id"], "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+        [p] = r["responses"][0]["partitions"]
+        assert p["error_code"] == NONE and p["high_watermark"] == 2
+        assert b"first" in bytes(p["records"]) and b"by id" in bytes(p["records"])
     finally:
         w.close()
 
