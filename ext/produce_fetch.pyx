@@ -23,7 +23,7 @@ made, an array count against the bytes left before it is looped over.
 The wire layouts (Kafka's ProduceRequest.json / FetchResponse.json; in a
 flexible version lengths are unsigned varints of length + 1, compact):
 
-  ProduceRequest v3+ => transactional_id nullable string, acks int16,
+  ProduceRequest v3-v12 => transactional_id nullable string, acks int16,
       timeout_ms int32, [topic_data: name string,
       [partition_data: index int32, records nullable bytes, tags(9+)],
       tags(9+)], tags(9+)
@@ -51,6 +51,8 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
 from uuid import UUID
+
+cdef object _ZERO_UUID = UUID(int=0)
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
@@ -223,7 +225,9 @@ cdef class ProduceRequestDecoder:
                 partition_data.append({"index": index, "records": records})
             if flexible:
                 empty_tags(&r)
-            topic_data.append({"name": name, "partition_data": partition_data})
+            # topic_id (v13+, KIP-516) is absent from the versions taken: its default
+            topic_data.append({"name": name, "topic_id": _ZERO_UUID,
+                               "partition_data": partition_data})
         if flexible:
             empty_tags(&r)
         return {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
@@ -606,6 +610,7 @@ cdef class ProduceResponseEncoder:
         cdef Py_ssize_t found = 0
         cdef bint flexible = self.flexible
         name = field(topic, "name", &found)
+        field(topic, "topic_id", &found)          # v13+ only (KIP-516): not in the versions taken
         partitions = field(topic, "partition_responses", &found)
         if found != len(topic):
             raise _NotTaken

@@ -123,8 +123,14 @@ _ERRORS = [
     ("ResourceNotFoundError", 91, "RESOURCE_NOT_FOUND", False),
     ("DuplicateResourceError", 92, "DUPLICATE_RESOURCE", False),
     ("UnacceptableCredentialError", 93, "UNACCEPTABLE_CREDENTIAL", False),
+    # delegation tokens, which kafkalite does not issue (KIP-48)
+    ("DelegationTokenAuthDisabledError", 61, "DELEGATION_TOKEN_AUTH_DISABLED", False),
+    ("DelegationTokenRequestNotAllowedError", 64, "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", False),
+    ("InvalidUpdateVersionError", 95, "INVALID_UPDATE_VERSION", False),
     ("UnknownTopicIdError", 100, "UNKNOWN_TOPIC_ID", True),
+    ("BrokerIdNotRegisteredError", 102, "BROKER_ID_NOT_REGISTERED", False),
     ("InconsistentTopicIdError", 103, "INCONSISTENT_TOPIC_ID", True),
+    ("InconsistentClusterIdError", 104, "INCONSISTENT_CLUSTER_ID", False),
     # a follower's fetch below a tiered leader's local log start (KIP-405)
     ("OffsetMovedToTieredStorageError", 109, "OFFSET_MOVED_TO_TIERED_STORAGE", False),
     ("FencedMemberEpochError", 110, "FENCED_MEMBER_EPOCH", False),

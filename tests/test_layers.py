@@ -108,6 +108,7 @@ SERVER_FOLDERS = (
     "network",          # dispatcher, listeners, relay, TLS, broker requests, quotas
     "config",           # ServerConfig (validated by auth/security.py when it is made)
     "config_registry",  # the dynamic configs' rules (DescribeConfigs, AlterConfigs)
+    "group_config",     # group configs (KIP-848): their rules, read by controller and group
     "replica",          # replica manager, partitions, purgatory, fetchers, the ring gateway
     "internal_topic",   # the coordinators' logs on a Partition of their own
     "controller",       # metadata, topics, configs, ACLs, SCRAM, quotas

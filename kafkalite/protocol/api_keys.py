@@ -41,6 +41,10 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
+    CREATE_DELEGATION_TOKEN = 38
+    RENEW_DELEGATION_TOKEN = 39
+    EXPIRE_DELEGATION_TOKEN = 40
+    DESCRIBE_DELEGATION_TOKEN = 41
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -52,17 +56,22 @@ class ApiKey(IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_QUORUM = 55
+    UPDATE_FEATURES = 57
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
+    UNREGISTER_BROKER = 64
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
+    LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    ADD_RAFT_VOTER = 80
+    REMOVE_RAFT_VOTER = 81
     INITIALIZE_SHARE_GROUP_STATE = 83
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
@@ -70,33 +79,27 @@ class ApiKey(IntEnum):
     READ_SHARE_GROUP_STATE_SUMMARY = 87
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
-# (min, max) version per API. The maxima are an Apache Kafka 4.0 broker's
-# for the features kafkalite serves, since clients judge the release by them
-# (kafka-python: ListOffsets v10 => 4.0, Fetch v17 => 3.9, Fetch v16 => 3.7;
-# librdkafka gates features on them): ListOffsets v10 (KIP-1005, KIP-1075),
-# Fetch v17 (KIP-853), FindCoordinator v6 (KIP-932), ApiVersions v4
-# (KAFKA-17011), DescribeQuorum v2 and AlterReplicaLogDirs v2, and the
-# transactions v2 versions (KIP-890 parts 1 and 2: Produce v12,
-# InitProducerId v5, AddPartitionsToTxn v5, AddOffsetsToTxn v4, EndTxn v5,
-# TxnOffsetCommit v5; with the finalized feature transaction.version=2 in
-# ApiVersions v3+, a client may use transactions v2). An API whose next
-# version carries a feature kafkalite does not serve stops before it (Metadata
-# v13's REBOOTSTRAP_REQUIRED, KIP-1102). The share-group APIs are ahead of
-# 4.0 (their stable v1s are Kafka 4.1's, below), and so is ListOffsets v11
-# (KIP-1023's earliest-pending-upload spec, Kafka 4.2), which tiered storage
-# serves: kafka-python infers 4.2 from it, a release it gates nothing on (it
-# picks each request's version from the ranges advertised). Every range starts at 0
-# like Kafka 3.x's (4.0 dropped the oldest, KIP-896): clients keep probing
-# with low versions. tests/protocol/test_spec_conformance.py holds every
-# range to Kafka's message specs.
+# (min, max) version per API. kafkalite claims Apache Kafka 4.1: it serves
+# every API a Kafka 4.1 broker advertises, each to the same newest version,
+# since clients judge the release by them and a client pinned to a release
+# sends its versions without asking (kafka-python: Produce v13 => 4.1,
+# ListOffsets v10 => 4.0, v11 => 4.2; librdkafka gates features on them).
+# So a claim is whole only when every version it implies is served: an API
+# whose next version is a later release's stops before it (ListOffsets v11,
+# KIP-1023's earliest-pending-upload spec, is Kafka 4.2's, and 4.2 has
+# APIs kafkalite lacks: streams groups, KIP-1071). Every range starts at 0
+# like Kafka 3.x's (4.0 dropped the oldest, KIP-896): clients pinned to
+# older releases keep their versions. tests/protocol/test_claimed_release.py
+# compares every API with a 4.1 broker's ranges, tests/protocol/
+# test_definitions.py every version with Kafka's message specs.
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 12),
-    ApiKey.FETCH: (0, 17),                        # v17: replica directory id (KIP-853)
-    ApiKey.LIST_OFFSETS: (0, 11),                 # v9: -5 (KIP-1005); v10: timeout_ms (KIP-1075);
-                                                  # v11: -6 (KIP-1023)
-    ApiKey.METADATA: (0, 12),
+    ApiKey.PRODUCE: (0, 13),                      # v13: topic ids (KIP-516)
+    ApiKey.FETCH: (0, 18),                        # v17: replica directory id (KIP-853)
+    ApiKey.LIST_OFFSETS: (0, 10),                 # v9: -5 (KIP-1005); v10: timeout_ms (KIP-1075)
+    ApiKey.METADATA: (0, 13),                     # v13: top-level error_code (KIP-1102)
     ApiKey.OFFSET_COMMIT: (0, 9),
     ApiKey.OFFSET_FETCH: (0, 9),
     ApiKey.FIND_COORDINATOR: (0, 6),              # v6: share coordinator keys (KIP-932)
@@ -104,7 +107,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.HEARTBEAT: (0, 4),
     ApiKey.LEAVE_GROUP: (0, 5),
     ApiKey.SYNC_GROUP: (0, 5),
-    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 6),
     ApiKey.LIST_GROUPS: (0, 5),                   # v5: group types (KIP-848)
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.API_VERSIONS: (0, 4),                  # v4: features at level 0 (KAFKA-17011)
@@ -127,10 +130,16 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_PARTITIONS: (0, 3),
+    # delegation tokens (KIP-48): kafkalite issues none, and answers as a Kafka
+    # broker without delegation.token.secret.key (DELEGATION_TOKEN_AUTH_DISABLED)
+    ApiKey.CREATE_DELEGATION_TOKEN: (0, 3),
+    ApiKey.RENEW_DELEGATION_TOKEN: (0, 2),
+    ApiKey.EXPIRE_DELEGATION_TOKEN: (0, 2),
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
@@ -138,10 +147,15 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),   # KIP-554
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_QUORUM: (0, 2),               # the controller lease as a one-voter quorum
-    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.ADD_RAFT_VOTER: (0, 0),                # ... whose voters are static (kraft.version 0)
+    ApiKey.REMOVE_RAFT_VOTER: (0, 0),
+    ApiKey.UPDATE_FEATURES: (0, 2),               # the finalized levels are the only ones
+    ApiKey.UNREGISTER_BROKER: (0, 0),
+    ApiKey.LIST_CONFIG_RESOURCES: (0, 1),         # v1: every resource with configs (KIP-1142)
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
-    ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.LIST_TRANSACTIONS: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),     # KIP-966, Kafka 3.8
     # KIP-848, GA in Kafka 4.0 (librdkafka asks v1, regex subscriptions)
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
@@ -155,6 +169,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     # kafka-share-groups.sh --describe --offsets / --reset-offsets (Kafka 4.1)
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
     # the share coordinator's (KIP-932): partition leaders read and write
     # share-partition state (server/share/share_coordinator.py); brokers' APIs,
     # CLUSTER_ACTION under an authorizer, as WriteTxnMarkers

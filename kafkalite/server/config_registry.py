@@ -79,8 +79,10 @@ _KINDS = {"int": ConfigType.INT, "long": ConfigType.LONG, "double": ConfigType.D
 
 
 class Scope(str, Enum):
-    """Kafka's "Update Mode" of a broker config; topic configs are TOPIC."""
+    """Kafka's "Update Mode" of a broker config; topic configs are TOPIC,
+    group configs (group_config.py) GROUP."""
     TOPIC = "topic"
+    GROUP = "group"
     READ_ONLY = "read-only"
     PER_BROKER = "per-broker"
     CLUSTER_WIDE = "cluster-wide"
@@ -328,6 +330,14 @@ _OTHER_DYNAMIC = [
          "answered without their records.", _CW, lo=1,
          effect=_ACCEPTED + " dynamically (the server's `remote_fetch_max_wait_ms`, read at "
          "start, applies)"),
+    _key("remote.log.manager.copier.thread.pool.size", "int", 10,
+         "Threads copying segments to remote storage.", _CW, lo=1, effect=_NO_REMOTE_TUNING),
+    _key("remote.log.manager.expiration.thread.pool.size", "int", 10,
+         "Threads deleting expired remote segments.", _CW, lo=1, effect=_NO_REMOTE_TUNING),
+    _key("remote.log.manager.follower.thread.pool.size", "int", 2,
+         "Threads of followers' remote log tasks.", _CW, lo=1, effect=_NO_REMOTE_TUNING),
+    _key("remote.log.reader.threads", "int", 10, "Threads reading remote segments.", _CW,
+         lo=1, effect=_NO_REMOTE_TUNING),
     _key("remote.log.manager.copy.max.bytes.per.second", "long", LONG_MAX,
          "Copy rate to remote storage.", _CW, lo=1, effect=_NO_REMOTE_TUNING),
     _key("remote.log.manager.fetch.max.bytes.per.second", "long", LONG_MAX,
@@ -387,6 +397,31 @@ _SECURITY = [
     _key("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
          "SASL mechanism between brokers.", _PB, effect=_LISTENER_EFFECT),
     _key("sasl.kerberos.service.name", "string", None, "Kerberos principal name.", _PB,
+         effect=_LISTENER_EFFECT),
+    # the SASL login's Kerberos and token refresh settings (SaslConfigs)
+    _key("sasl.kerberos.kinit.cmd", "string", "/usr/bin/kinit", "Kerberos kinit command path.",
+         _PB, effect=_LISTENER_EFFECT),
+    _key("sasl.kerberos.min.time.before.relogin", "long", 60000,
+         "Login thread's sleep between refresh attempts (ms).", _PB, effect=_LISTENER_EFFECT),
+    _key("sasl.kerberos.principal.to.local.rules", "list", "DEFAULT",
+         "Rules mapping Kerberos principal names to short names.", _PB,
+         effect=_LISTENER_EFFECT),
+    _key("sasl.kerberos.ticket.renew.jitter", "double", 0.05,
+         "Random jitter added to the ticket renewal time.", _PB, effect=_LISTENER_EFFECT),
+    _key("sasl.kerberos.ticket.renew.window.factor", "double", 0.8,
+         "Fraction of the ticket's lifetime after which the login thread renews it.", _PB,
+         effect=_LISTENER_EFFECT),
+    _key("sasl.login.refresh.buffer.seconds", "short", 300,
+         "Time to keep before a credential's expiry when refreshing it.", _PB, lo=0, hi=3600,
+         effect=_LISTENER_EFFECT),
+    _key("sasl.login.refresh.min.period.seconds", "short", 60,
+         "Least time the login refresh thread waits between refreshes.", _PB, lo=0, hi=900,
+         effect=_LISTENER_EFFECT),
+    _key("sasl.login.refresh.window.factor", "double", 0.8,
+         "Fraction of a credential's lifetime after which it is refreshed.", _PB, lo=0.5,
+         hi=1.0, effect=_LISTENER_EFFECT),
+    _key("sasl.login.refresh.window.jitter", "double", 0.05,
+         "Random jitter added to the login refresh time.", _PB, lo=0.0, hi=0.25,
          effect=_LISTENER_EFFECT),
     _key("principal.builder.class", "class",
          "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",

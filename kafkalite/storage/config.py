@@ -33,7 +33,21 @@ COMPRESSION_TYPES = ("producer", "uncompressed", "none", "gzip", "snappy", "lz4"
 GZIP_LEVELS, LZ4_LEVELS, ZSTD_LEVELS = (1, 9), (1, 17), (-131072, 22)
 # leader/follower.replication.throttled.replicas: "*" or partition:broker pairs
 _THROTTLED = re.compile(r"^\s*(\*|\d+\s*:\s*\d+(\s*,\s*\d+\s*:\s*\d+)*)?\s*$")
-_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
+# The releases Kafka 3.x's MetadataVersion knows, which its (deprecated)
+# message.format.version takes: "0.x.y" and "x.y", each optionally with an
+# inter-broker protocol suffix (-IV0, ...), any further segments ignored as
+# MetadataVersion.fromVersionString ignores them ("0.10.0.0" is 0.10.0).
+_KAFKA_RELEASES = frozenset(
+    ["0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0", "0.10.1", "0.10.2", "0.11.0", "1.0", "1.1"]
+    + [f"2.{minor}" for minor in range(9)] + [f"3.{minor}" for minor in range(10)])
+_IBP_SUFFIX = re.compile(r"-IV\d+$")
+
+
+def kafka_3_version(value: str) -> bool:
+    """Whether Kafka 3.x takes ``value`` as a message.format.version."""
+    segments = value.strip().split(".")
+    kept = 3 if value.startswith("0.") else 2
+    return _IBP_SUFFIX.sub("", ".".join(segments[:kept])) in _KAFKA_RELEASES
 
 # Why a config has no effect here (the field's ``effect``); empty: the log acts on it.
 NO_RECOMPRESSION = ("kafkalite stores a batch as its producer compressed it and never "
@@ -379,9 +393,10 @@ class LogConfig:
 def _check_deprecated(key: str, kind: str, raw) -> None:
     """A deprecated config's value must still be one Kafka 3.x would take."""
     if kind == "string":
-        if not _VERSION.match(str(raw).strip()):
+        if not kafka_3_version(str(raw)):
             raise InvalidConfigurationError(
-                f"invalid value {raw!r} for {key}: expected a Kafka version such as 3.0-IV1")
+                f"invalid value {raw!r} for {key}: expected a Kafka version such as 3.0-IV1, "
+                f"2.8 or 0.10.0 (0.8.0 to 3.9)")
         return
     _parse(key, {"boolean": "bool", "long": "int"}[kind], raw)
 

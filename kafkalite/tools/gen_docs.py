@@ -80,6 +80,7 @@ def _cell(text: str) -> str:
 
 def configuration_md() -> str:
     from kafkalite.server import config_registry as registry
+    from kafkalite.server import group_config
     from kafkalite.server.config import SETTINGS, ServerConfig
 
     fields = dataclasses.fields(ServerConfig)
@@ -178,6 +179,19 @@ def configuration_md() -> str:
         if not key.dynamic:
             out.append(f"| `{key.name}` | {_kafka_type(key)} | `{_default(key)}` "
                        f"| {_cell(key.doc)} |\n")
+    out += ["\n## Group configs\n\n",
+            "A group's own values (KIP-848; `kafka-configs --alter --entity-type groups "
+            "--entity-name <group>`, resource type 32), Kafka 4.1's, kept with the cluster "
+            "metadata whether or not the group exists. DescribeConfigs answers each with "
+            "GROUP_CONFIG where the group has its own, else the server's setting "
+            "(DEFAULT_CONFIG); a value outside the bounds, a heartbeat interval not below "
+            "its session timeout, or an unknown name is INVALID_CONFIG. ListConfigResources "
+            "lists the groups that have some.\n\n",
+            "| config | type | default | valid values | kafkalite |\n|---|---|---|---|---|\n"]
+    for key in group_config.GROUP_CONFIGS.values():
+        effect = "acts on it" if not key.effect else "no effect: " + key.effect
+        out.append(f"| `{key.name}` | {_kafka_type(key)} | `{_default(key)}` "
+                   f"| {_cell(key.valid) or '—'} | {_cell(effect)} |\n")
     return "".join(out)
 
 

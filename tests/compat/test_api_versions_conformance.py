@@ -1,16 +1,15 @@
 """The Kafka release kafkalite claims, as Kafka's clients see it on the wire.
 
-kafkalite serves Kafka 4.x features (KIP-848 and KIP-932 groups,
-transactions v2), and every broker process advertises the API versions of
-the release that has them: ListOffsets v10 (KIP-1005 latest-tiered spec,
-KIP-1075 timeout), Fetch v17 (KIP-853 directory id), FindCoordinator v6
-(KIP-932 share coordinator keys), ApiVersions v4 (KAFKA-17011), and the APIs
-a Kafka 4.0 broker serves that kafkalite answered with nothing before:
-DescribeQuorum (its controller lease as the metadata quorum) and
-AlterReplicaLogDirs (one log dir per broker), and ListOffsets v11 (KIP-1023,
-Kafka 4.2) for tiered storage. kafka-python infers the broker's release
-from those ranges (4.2 from ListOffsets v11; 4.0 from v10, where it used to
-say 3.8) and picks its request versions by them.
+kafkalite claims Kafka 4.1 (tests/protocol/test_claimed_release.py compares
+every API's range with a 4.1 broker's), and every broker process advertises
+the same ranges: ListOffsets v10 (KIP-1005 latest-tiered spec, KIP-1075
+timeout), Fetch v18, Produce v13 (topic ids), FindCoordinator v6 (KIP-932
+share coordinator keys), ApiVersions v4 (KAFKA-17011), DescribeQuorum (its
+controller lease as the metadata quorum) and AlterReplicaLogDirs (one log
+dir per broker). kafka-python infers the broker's release from those ranges
+(4.1 from Produce v13; ListOffsets v11, which made it say 4.2, is Kafka
+4.2's and not advertised) and picks its request versions by them.
+tests/compat/test_kafka_4_1_apis.py has the clients pinned to 4.0 and 4.1.
 
 Each test speaks to the shared server with a Kafka client where one exposes
 the call (kafka-python's KafkaAdminClient and KafkaConsumer) and with exact
@@ -42,9 +41,8 @@ CONTROLLER = 1000                   # the supervisor's node id on Kafka's wire
 METADATA_LOG = "__cluster_metadata"
 # ListOffsets' timestamp specs
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
-# what kafka-python infers since ListOffsets v11 (KIP-1023's -6, Kafka 4.2) is
-# advertised for tiered storage; it gates nothing on 4.1 or 4.2
-KAFKA_PYTHON_INFERS = (4, 2)
+# what kafka-python infers: Kafka 4.1, from Produce v13
+KAFKA_PYTHON_INFERS = (4, 1)
 
 
 def wire_to(server, node_id: int) -> KafkaWire:
@@ -91,11 +89,11 @@ def list_offsets(wire: KafkaWire, version: int, topic: str, *timestamps: int,
 
 # ---- the release clients infer -------------------------------------------------------------------
 
-def test_kafka_python_infers_kafka_4_0_from_every_broker_and_reads_with_its_versions(
+def test_kafka_python_infers_kafka_4_1_from_every_broker_and_reads_with_its_versions(
         server, topic_name):
-    """kafka-python picks the broker's release from ApiVersions (ListOffsets
-    v10 => 4.0, v11 => 4.2); then its consumer lists offsets with v11 and
-    fetches with v17, and reads what was written."""
+    """kafka-python picks the broker's release from ApiVersions (Produce v13
+    => 4.1); then its consumer lists offsets with v10 and fetches (at its
+    own cap, v12), and reads what was written."""
     create(server, topic_name)
     values = [b"v%d" % i for i in range(20)]
     native_produce(server, topic_name, [(None, v, []) for v in values])
@@ -109,7 +107,7 @@ def test_kafka_python_infers_kafka_4_0_from_every_broker_and_reads_with_its_vers
     consumer = KafkaConsumer(bootstrap_servers=server.kafka_bootstrap, enable_auto_commit=False)
     try:
         tp = TopicPartition(topic_name, 0)
-        assert consumer.end_offsets([tp]) == {tp: 20}            # ListOffsets v11, latest
+        assert consumer.end_offsets([tp]) == {tp: 20}            # ListOffsets v10, latest
         assert consumer.beginning_offsets([tp]) == {tp: 0}       # ... earliest
         assert consumer.config["api_version"] == KAFKA_PYTHON_INFERS
         consumer.assign([tp])
@@ -117,7 +115,7 @@ def test_kafka_python_infers_kafka_4_0_from_every_broker_and_reads_with_its_vers
         got: list = []
 
         def read_all() -> bool:
-            for records in consumer.poll(500).values():       # Fetch v17
+            for records in consumer.poll(500).values():
                 got.extend(r.value for r in records)
             return len(got) >= len(values)
         wait_until(read_all, 20, "kafka-python's consumer to read the 20 records")
@@ -126,13 +124,13 @@ def test_kafka_python_infers_kafka_4_0_from_every_broker_and_reads_with_its_vers
         consumer.close()
 
 
-def test_every_broker_advertises_the_kafka_4_0_versions(server):
+def test_every_broker_advertises_the_kafka_4_1_versions(server):
     """The same ranges from the supervisor and each worker: a client may ask
     any broker and must hear one release. A version past our newest gets a
     v0 answer with UNSUPPORTED_VERSION and the list (KIP-511)."""
-    newest = {ApiKey.LIST_OFFSETS: 11, ApiKey.FETCH: 17, ApiKey.FIND_COORDINATOR: 6,
+    newest = {ApiKey.LIST_OFFSETS: 10, ApiKey.FETCH: 18, ApiKey.FIND_COORDINATOR: 6,
               ApiKey.API_VERSIONS: 4, ApiKey.DESCRIBE_QUORUM: 2,
-              ApiKey.ALTER_REPLICA_LOG_DIRS: 2, ApiKey.PRODUCE: 12}
+              ApiKey.ALTER_REPLICA_LOG_DIRS: 2, ApiKey.PRODUCE: 13, ApiKey.METADATA: 13}
     for node in node_ids(server):
         wire = wire_to(server, node)
         try:

@@ -22,7 +22,7 @@ from kafkalite import errors
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import AlterConfigOp, ConfigResourceType, ConfigSource, ConfigType
 
-BROKER, TOPIC = ConfigResourceType.BROKER, ConfigResourceType.TOPIC
+BROKER, TOPIC, GROUP = ConfigResourceType.BROKER, ConfigResourceType.TOPIC, ConfigResourceType.GROUP
 SOURCE = ConfigSource
 
 
@@ -507,3 +507,57 @@ def test_a_postgresql_cluster_keeps_its_dynamic_broker_configs(tmp_path):
             srv.stop()
         srv.kill()
         pg.stop()
+
+
+# ---- group configs (KIP-848; resource type 32) ---------------------------------------------------
+
+def test_group_configs_are_stored_described_and_checked_as_kafka_does(server, group_name):
+    """A group's own configs (it need not exist): Kafka 4.1's names, values
+    within the broker's bounds, heartbeat below session; a bad one is
+    INVALID_CONFIG and changes nothing. Before, resource type 32 was refused
+    "unsupported resource type 32"."""
+    address = server.kafka_bootstrap
+    answer = alter_wire(address, GROUP, group_name, {"consumer.session.timeout.ms": "50000",
+                                                     "share.record.lock.duration.ms": "20000"})
+    assert answer["error_code"] == 0, answer
+    configs = describe_wire(address, GROUP, group_name)
+    assert (configs["consumer.session.timeout.ms"]["value"],
+            configs["consumer.session.timeout.ms"]["config_source"]) == ("50000",
+                                                                         SOURCE.GROUP_CONFIG)
+    assert configs["consumer.heartbeat.interval.ms"]["config_source"] == SOURCE.DEFAULT_CONFIG
+    assert configs["consumer.session.timeout.ms"]["config_type"] == ConfigType.INT
+    refused = [({"consumer.session.timeout.ms": "1000"}, "consumer.session.timeout.ms"),
+               ({"consumer.heartbeat.interval.ms": "50000"}, "consumer.heartbeat.interval.ms"),
+               ({"no.such.group.config": "1"}, "Unknown group config"),
+               ({"share.isolation.level": "dirty"}, "share.isolation.level")]
+    for change, says in refused:
+        answer = alter_wire(address, GROUP, group_name, change)
+        assert answer["error_code"] == errors.InvalidConfigurationError.code, (change, answer)
+        assert says in answer["error_message"], answer
+    assert describe_wire(address, GROUP, group_name)["consumer.session.timeout.ms"][
+        "value"] == "50000"
+    listed = wire_request(address, ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [GROUP]})
+    assert group_name in {c["resource_name"] for c in listed["config_resources"]}
+    assert alter_wire(address, GROUP, group_name, {"consumer.session.timeout.ms": None,
+                                                   "share.record.lock.duration.ms": None})[
+        "error_code"] == 0
+    assert describe_wire(address, GROUP, group_name)["consumer.session.timeout.ms"][
+        "config_source"] == SOURCE.DEFAULT_CONFIG
+
+
+def test_confluent_kafka_sets_a_groups_heartbeat_interval_and_its_members_hear_it(
+        server, group_name):
+    """The coordinator acts on a consumer group's own heartbeat interval:
+    a KIP-848 member's ConsumerGroupHeartbeat answer carries it."""
+    fut = admin(server).incremental_alter_configs([ConfigResource(
+        ConfigResource.Type.GROUP if hasattr(ConfigResource.Type, "GROUP") else GROUP,
+        group_name, incremental_configs=[ConfigEntry(
+            "consumer.heartbeat.interval.ms", "7000",
+            incremental_operation=AlterConfigOpType.SET)])])
+    for f in fut.values():
+        f.result(timeout=15)
+    answer = wire_request(server.kafka_bootstrap, ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
+        "group_id": group_name, "member_id": uuid.uuid4().hex[:22], "member_epoch": 0,
+        "rebalance_timeout_ms": 30_000, "subscribed_topic_names": ["anything"],
+        "server_assignor": None, "topic_partitions": []})
+    assert (answer["error_code"], answer["heartbeat_interval_ms"]) == (0, 7000)

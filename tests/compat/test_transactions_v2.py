@@ -122,7 +122,7 @@ def test_the_broker_finalizes_transaction_version_2(server):
     assert any(f["name"] == "transaction.version" and f["max_version"] == 2
                for f in r["supported_features"])
     ranges = {k["api_key"]: k["max_version"] for k in r["api_keys"]}
-    assert ranges[ApiKey.PRODUCE] == 12 and ranges[ApiKey.END_TXN] == 5
+    assert ranges[ApiKey.PRODUCE] == 13 and ranges[ApiKey.END_TXN] == 5
     assert ranges[ApiKey.TXN_OFFSET_COMMIT] == 5 and ranges[ApiKey.ADD_PARTITIONS_TO_TXN] == 5
 
 

@@ -263,7 +263,7 @@ def test_encoding_a_body_that_does_not_fit_raises_protocol_error():
     with pytest.raises(ProtocolError, match=r"cannot encode \(acks, timeout_ms\)"):
         encode_request(ApiKey.PRODUCE, 9, 1, "c", {"acks": 1 << 20})
     with pytest.raises(ProtocolError, match="not supported"):
-        encode_request(ApiKey.PRODUCE, 13, 1, "c", {})
+        encode_request(ApiKey.PRODUCE, 14, 1, "c", {})
     frames = [b"kept"]
     with pytest.raises(ProtocolError):
         encode_request(ApiKey.PRODUCE, 9, 1, "c", {"topic_data": [{"name": "t", "partition_data": [

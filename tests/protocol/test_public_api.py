@@ -30,18 +30,21 @@ API_KEYS = dict(PRODUCE=0, FETCH=1, LIST_OFFSETS=2, METADATA=3, OFFSET_COMMIT=8,
                 TXN_OFFSET_COMMIT=28, DESCRIBE_ACLS=29, CREATE_ACLS=30, DELETE_ACLS=31,
                 DESCRIBE_CONFIGS=32, ALTER_CONFIGS=33, ALTER_REPLICA_LOG_DIRS=34,
                 DESCRIBE_LOG_DIRS=35, SASL_AUTHENTICATE=36,
-                CREATE_PARTITIONS=37, DELETE_GROUPS=42, ELECT_LEADERS=43, INCREMENTAL_ALTER_CONFIGS=44,
+                CREATE_PARTITIONS=37, CREATE_DELEGATION_TOKEN=38, RENEW_DELEGATION_TOKEN=39,
+                EXPIRE_DELEGATION_TOKEN=40, DESCRIBE_DELEGATION_TOKEN=41, DELETE_GROUPS=42, ELECT_LEADERS=43, INCREMENTAL_ALTER_CONFIGS=44,
                 ALTER_PARTITION_REASSIGNMENTS=45, LIST_PARTITION_REASSIGNMENTS=46, OFFSET_DELETE=47,
                 DESCRIBE_CLIENT_QUOTAS=48, ALTER_CLIENT_QUOTAS=49,
                 DESCRIBE_USER_SCRAM_CREDENTIALS=50, ALTER_USER_SCRAM_CREDENTIALS=51,
-                DESCRIBE_QUORUM=55, DESCRIBE_CLUSTER=60, DESCRIBE_PRODUCERS=61,
-                DESCRIBE_TRANSACTIONS=65,
+                DESCRIBE_QUORUM=55, UPDATE_FEATURES=57, DESCRIBE_CLUSTER=60, DESCRIBE_PRODUCERS=61,
+                UNREGISTER_BROKER=64, DESCRIBE_TRANSACTIONS=65,
                 LIST_TRANSACTIONS=66, CONSUMER_GROUP_HEARTBEAT=68, CONSUMER_GROUP_DESCRIBE=69,
-                DESCRIBE_TOPIC_PARTITIONS=75, SHARE_GROUP_HEARTBEAT=76, SHARE_GROUP_DESCRIBE=77,
-                SHARE_FETCH=78, SHARE_ACKNOWLEDGE=79, INITIALIZE_SHARE_GROUP_STATE=83,
+                LIST_CONFIG_RESOURCES=74, DESCRIBE_TOPIC_PARTITIONS=75, SHARE_GROUP_HEARTBEAT=76, SHARE_GROUP_DESCRIBE=77,
+                SHARE_FETCH=78, SHARE_ACKNOWLEDGE=79, ADD_RAFT_VOTER=80, REMOVE_RAFT_VOTER=81,
+                INITIALIZE_SHARE_GROUP_STATE=83,
                 READ_SHARE_GROUP_STATE=84, WRITE_SHARE_GROUP_STATE=85,
                 DELETE_SHARE_GROUP_STATE=86, READ_SHARE_GROUP_STATE_SUMMARY=87,
-                DESCRIBE_SHARE_GROUP_OFFSETS=90, ALTER_SHARE_GROUP_OFFSETS=91)
+                DESCRIBE_SHARE_GROUP_OFFSETS=90, ALTER_SHARE_GROUP_OFFSETS=91,
+                DELETE_SHARE_GROUP_OFFSETS=92)
 
 
 def shape(function) -> str:
@@ -66,17 +69,18 @@ def test_api_keys_and_supported_versions():
     assert set(protocol.SUPPORTED_VERSIONS) == set(protocol.ApiKey)
     for low, high in protocol.SUPPORTED_VERSIONS.values():
         assert low == 0 <= high
-    # What Kafka 4.0 advertises for the versions clients key their behaviour
-    # on (kafka-python infers 4.0 from ListOffsets v10), transactions v2
-    # included (KIP-890 parts 1 and 2).
+    # What Kafka 4.1 advertises for the versions clients key their behaviour
+    # on (kafka-python infers 4.1 from Produce v13, and 4.2 from ListOffsets
+    # v11, which is left out), transactions v2 included (KIP-890 parts 1 and
+    # 2); tests/compat/test_api_versions_conformance.py compares every API.
     versions = protocol.SUPPORTED_VERSIONS
-    assert versions[protocol.ApiKey.PRODUCE] == (0, 12)
+    assert versions[protocol.ApiKey.PRODUCE] == (0, 13)
     assert versions[protocol.ApiKey.END_TXN] == (0, 5)
     assert versions[protocol.ApiKey.TXN_OFFSET_COMMIT] == (0, 5)
-    assert versions[protocol.ApiKey.FETCH] == (0, 17)
-    assert versions[protocol.ApiKey.METADATA] == (0, 12)
+    assert versions[protocol.ApiKey.FETCH] == (0, 18)
+    assert versions[protocol.ApiKey.METADATA] == (0, 13)
     assert versions[protocol.ApiKey.API_VERSIONS] == (0, 4)
-    assert versions[protocol.ApiKey.LIST_OFFSETS] == (0, 11)    # v11: KIP-1023, Kafka 4.2
+    assert versions[protocol.ApiKey.LIST_OFFSETS] == (0, 10)
     assert versions[protocol.ApiKey.FIND_COORDINATOR] == (0, 6)
     # share groups (KIP-932): v0 as Kafka 4.0 defined them, v1 as Kafka 4.1
     # (librdkafka's ShareConsumer asks v1 only)

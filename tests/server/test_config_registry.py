@@ -169,6 +169,54 @@ def test_deprecated_topic_configs_are_accepted_with_a_warning_and_ignored(caplog
         registry.check_topic_configs({"retention.ms": None}, LogConfig())
 
 
+# Kafka 3.x's message.format.version takes any version its MetadataVersion
+# parses: trailing segments past major.minor (0.x: past the third) are
+# ignored, an -IV suffix names an inter-broker protocol version.
+@pytest.mark.parametrize("value", ["0.10.0.0", "0.10.0", "0.10.0-IV1", "0.8.2", "0.11.0.3",
+                                   "1.0", "2.8.1", "2.8", "3.0-IV1", "3.9"])
+def test_message_format_version_takes_the_versions_kafka_3_takes(value):
+    stored = registry.check_topic_configs({"message.format.version": value}, LogConfig())
+    assert stored == {"message.format.version": value}
+
+
+@pytest.mark.parametrize("value", ["newest", "0.7", "0.10", "9.9", "3.0-IV99x", ""])
+def test_message_format_version_refuses_what_kafka_3_refuses(value):
+    with pytest.raises(errors.InvalidConfigurationError, match="message.format.version"):
+        registry.check_topic_configs({"message.format.version": value}, LogConfig())
+
+
+# Kafka 4.x's dynamic broker configs that kafkalite refused as unknown: its
+# DynamicListenerConfig's SASL settings (per broker) and DynamicRemoteLogConfig's
+# thread pools (cluster-wide); documented with that update mode, so accepted.
+KAFKA_DYNAMIC_BROKER_CONFIGS = {
+    "sasl.kerberos.kinit.cmd": (T.STRING, "/usr/bin/kinit", Scope.PER_BROKER),
+    "sasl.kerberos.min.time.before.relogin": (T.LONG, "60000", Scope.PER_BROKER),
+    "sasl.kerberos.principal.to.local.rules": (T.LIST, "DEFAULT", Scope.PER_BROKER),
+    "sasl.kerberos.ticket.renew.jitter": (T.DOUBLE, "0.05", Scope.PER_BROKER),
+    "sasl.kerberos.ticket.renew.window.factor": (T.DOUBLE, "0.8", Scope.PER_BROKER),
+    "sasl.login.refresh.buffer.seconds": (T.SHORT, "300", Scope.PER_BROKER),
+    "sasl.login.refresh.min.period.seconds": (T.SHORT, "60", Scope.PER_BROKER),
+    "sasl.login.refresh.window.factor": (T.DOUBLE, "0.8", Scope.PER_BROKER),
+    "sasl.login.refresh.window.jitter": (T.DOUBLE, "0.05", Scope.PER_BROKER),
+    "remote.log.manager.copier.thread.pool.size": (T.INT, "10", Scope.CLUSTER_WIDE),
+    "remote.log.manager.expiration.thread.pool.size": (T.INT, "10", Scope.CLUSTER_WIDE),
+    "remote.log.manager.follower.thread.pool.size": (T.INT, "2", Scope.CLUSTER_WIDE),
+    "remote.log.reader.threads": (T.INT, "10", Scope.CLUSTER_WIDE),
+}
+
+
+@pytest.mark.parametrize("name", sorted(KAFKA_DYNAMIC_BROKER_CONFIGS))
+def test_every_dynamic_broker_config_kafka_documents_is_accepted(name):
+    key = registry.broker_config(name)
+    assert key is not None, f"{name} is unknown"
+    assert (key.type, key.default, key.scope) == KAFKA_DYNAMIC_BROKER_CONFIGS[name]
+    assert key.doc and key.effect                     # stored; the docs say why it does nothing
+    registry.check_broker_configs({name: key.default}, per_broker=True)
+    with pytest.raises(errors.InvalidRequestError, match=name):
+        registry.check_broker_configs({name: "not-a-value"} if key.type != T.STRING and
+                                      key.type != T.LIST else {name: "x"}, per_broker=False)
+
+
 def test_topic_config_checks_are_kafkas():
     ok = {"file.delete.delay.ms": "0", "compression.gzip.level": "-1",
           "compression.zstd.level": "-5", "leader.replication.throttled.replicas": "0:1,1:2",
@@ -327,3 +375,41 @@ def test_dynamic_broker_configs_survive_a_restart_of_the_metadata(tmp_path):
     assert set(again.topics) == {"orders", "payments"}
     again.set_broker_configs("1", {})
     assert MetadataStore(str(tmp_path)).broker_configs == {"": {"log.retention.ms": "3600000"}}
+
+
+def test_group_configs_survive_a_restart_of_the_metadata(tmp_path):
+    store = MetadataStore(str(tmp_path))
+    store.set_group_configs("g1", {"consumer.session.timeout.ms": "50000"})
+    store.create_topic("orders", 1, {}, workers=2)        # a change-log line after them
+    again = MetadataStore(str(tmp_path))
+    assert again.group_configs == {"g1": {"consumer.session.timeout.ms": "50000"}}
+    again.set_group_configs("g1", {})
+    assert MetadataStore(str(tmp_path)).group_configs == {}
+
+
+def test_group_configs_are_kafka_4_1s_with_its_bounds():
+    from kafkalite.server import group_config
+    assert set(group_config.GROUP_CONFIGS) == {
+        "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
+        "share.session.timeout.ms", "share.heartbeat.interval.ms",
+        "share.record.lock.duration.ms", "share.auto.offset.reset", "share.isolation.level",
+        "streams.session.timeout.ms", "streams.heartbeat.interval.ms",
+        "streams.num.standby.replicas"}
+    ok = {"consumer.session.timeout.ms": "60000", "consumer.heartbeat.interval.ms": "15000",
+          "share.record.lock.duration.ms": "15000", "share.isolation.level": "read_committed"}
+    assert group_config.check_group_configs("g", ok) == ok
+    for bad in ({"consumer.session.timeout.ms": "60001"},
+                {"share.heartbeat.interval.ms": "4999"},
+                {"share.session.timeout.ms": "45000", "share.heartbeat.interval.ms": "15000",
+                 "streams.num.standby.replicas": "3"}):
+        with pytest.raises(errors.InvalidConfigurationError):
+            group_config.check_group_configs("g", bad)
+    with pytest.raises(errors.InvalidRequestError):
+        group_config.check_group_configs("", {})
+    entries = {e["name"]: e for e in group_config.describe_group(
+        ServerConfig(group_consumer_session_timeout_ms=6000), {"share.isolation.level":
+                                                              "read_committed"})}
+    assert (entries["consumer.session.timeout.ms"]["value"],
+            entries["consumer.session.timeout.ms"]["config_source"]) == (
+        "6000", ConfigSource.DEFAULT_CONFIG)
+    assert entries["share.isolation.level"]["config_source"] == ConfigSource.GROUP_CONFIG

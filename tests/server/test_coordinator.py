@@ -291,3 +291,37 @@ def test_find_coordinator_points_at_the_supervisor(h):
         ("a", 7, 9), ("b", 7, 9)]
     r = h.call(ApiKey.FIND_COORDINATOR, {"key": "a", "key_type": 0}, version=2)
     assert (r["error_code"], r["node_id"], r["host"]) == (0, 7, "127.0.0.1")
+
+
+def test_commit_during_completing_rebalance_checks_member_and_generation_first(h):
+    """Kafka's ClassicGroup.validateOffsetCommit: while the group waits for
+    its leader's assignment, a stale generation is ILLEGAL_GENERATION and an
+    unknown member UNKNOWN_MEMBER_ID; only a member of the current
+    generation hears REBALANCE_IN_PROGRESS (librdkafka's 0113 tells them
+    apart)."""
+    gen, a, b = stable_pair(h)
+    h.call(ApiKey.LEAVE_GROUP, {"group_id": "g", "members": [
+        {"member_id": b, "group_instance_id": None, "reason": None}]})
+    ra = h.answer(h.send(ApiKey.JOIN_GROUP, join_body("g", a)))
+    assert ra["generation_id"] == gen + 1
+    assert h.coord.groups["g"].state == "CompletingRebalance"
+    tp = ("orders", 0)
+    assert commit(h, "g", gen, a, {tp: 5}) == {tp: errors.IllegalGenerationError.code}
+    assert commit(h, "g", gen + 1, "nobody", {tp: 5}) == {tp: errors.UnknownMemberIdError.code}
+    assert commit(h, "g", gen + 1, b, {tp: 5}) == {tp: errors.UnknownMemberIdError.code}
+    assert commit(h, "g", -1, "", {tp: 5}) == {tp: errors.UnknownMemberIdError.code}
+    assert commit(h, "g", gen + 1, a, {tp: 5}) == {tp: errors.RebalanceInProgressError.code}
+    assert fetch_offsets(h, "g") == {}
+
+
+def test_commit_before_v7_has_no_static_instance(h):
+    """OffsetCommit v2-v6 has no group_instance_id (it decodes as ""): the
+    member is checked by its id alone, as aiokafka's commits need."""
+    gen, a, b = stable_pair(h)
+    resp = h.call(ApiKey.OFFSET_COMMIT, {
+        "group_id": "g", "generation_id_or_member_epoch": gen, "member_id": a,
+        "retention_time_ms": -1, "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""}]}]},
+        version=2)
+    assert resp["topics"][0]["partitions"][0]["error_code"] == 0
+    assert fetch_offsets(h, "g") == {("orders", 0): (3, "")}

@@ -229,7 +229,7 @@ def test_an_unsupported_version_and_an_unknown_api(node):
     # DescribeCluster v1 is the newest kafkalite (and Kafka 3.7) knows.
     code, message = native_error(node, struct.pack(">hhih", ApiKey.DESCRIBE_CLUSTER, 9, 7, -1))
     assert code == errors.UnsupportedVersionError.code
-    assert message == "DescribeClusterRequest v9 is not supported (kafkalite implements v0-1)"
+    assert message == "DescribeClusterRequest v9 is not supported (kafkalite implements v0-2)"
     code, message = native_error(node, struct.pack(">hhih", 999, 0, 7, -1))
     assert code == errors.UnsupportedVersionError.code and message == "unknown API key 999"
     # On Kafka's protocol neither can be answered in the API's schema: the

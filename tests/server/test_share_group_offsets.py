@@ -10,6 +10,8 @@ from harness import create
 from kafkalite import errors
 from kafkalite.client import AdminClient, Producer, ShareConsumer
 from kafkalite.client.types import TopicPartition
+from kafkalite.protocol import ApiKey
+from test_requests import kafka_call
 from test_share_groups import share_server, stopping  # noqa: F401 (a fixture)
 
 
@@ -169,3 +171,38 @@ def test_offsets_of_partitions_led_by_different_workers(server, topic_name, grou
     results = admin.alter_share_group_offsets(g, {tp: 1 for tp in parts})
     assert all(f.result() is None for f in results.values())
     assert offsets(admin, g, parts) == {tp: 1 for tp in parts}
+
+
+def _delete_offsets(server, group, topic) -> dict:
+    """DeleteShareGroupOffsets (API 92, Kafka 4.1) on the wire."""
+    port = int(server.kafka_bootstrap.rsplit(":", 1)[1])
+    return kafka_call(port, ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {
+        "group_id": group, "topics": [{"topic_name": topic}]})
+
+
+def test_delete_offsets_forgets_a_topic_only_while_the_group_is_empty(server, queue,
+                                                                    group_name):
+    """Kafka 4.1's DeleteShareGroupOffsets: refused NON_EMPTY_GROUP while a
+    member is active; then the group's state of the topic is gone (a new
+    member starts afresh, at the server's earliest) and a second delete
+    finds none (UNKNOWN_TOPIC_OR_PARTITION)."""
+    g, tp = group_name, TopicPartition(queue, 0)
+    produce(server, queue, values(0, 5))
+    assert consume(server, queue, g, 5) == values(0, 5)
+    c = ShareConsumer(server.config(**{"group.id": g, "fetch.max.wait.ms": 100}))
+    c.subscribe([queue])
+    try:
+        c.consume(1, 1.0)
+        r = _delete_offsets(server, g, queue)
+        assert r["error_code"] == errors.NonEmptyGroupError.code and r["responses"] == []
+    finally:
+        c.close()
+    admin = AdminClient(server.config())
+    assert offsets(admin, g) == {tp: 5}
+    r = _delete_offsets(server, g, queue)
+    assert r["error_code"] == 0
+    assert [(x["topic_name"], x["error_code"]) for x in r["responses"]] == [(queue, 0)]
+    assert consume(server, queue, g, 5) == values(0, 5)         # from the start again
+    assert [x["error_code"] for x in _delete_offsets(server, g, queue)["responses"]] == [0]
+    assert [x["error_code"] for x in _delete_offsets(server, g, queue)["responses"]] == [
+        errors.UnknownTopicOrPartitionError.code]

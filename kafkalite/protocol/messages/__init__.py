@@ -6,8 +6,8 @@ covers exactly the versions in ``SUPPORTED_VERSIONS`` (checked at import).
 from __future__ import annotations
 
 from kafkalite.protocol.api_keys import SUPPORTED_VERSIONS, ApiKey
-from kafkalite.protocol.messages import (admin, connection, fetch, groups, metadata, produce,
-                                         share_state, shares, transactions)
+from kafkalite.protocol.messages import (admin, cluster, connection, fetch, groups, metadata,
+                                         produce, share_state, shares, transactions)
 from kafkalite.protocol.messages.consumer_protocol import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
@@ -17,8 +17,8 @@ from kafkalite.protocol.schema import Message
 REQUESTS: dict[ApiKey, Message] = {}
 RESPONSES: dict[ApiKey, Message] = {}
 
-for _module in (connection, metadata, produce, fetch, groups, transactions, admin, shares,
-                share_state):
+for _module in (connection, metadata, produce, fetch, groups, transactions, admin, cluster,
+                shares, share_state):
     for _message in vars(_module).values():
         if isinstance(_message, Message):
             (REQUESTS if _message.kind == "request" else RESPONSES)[_message.api_key] = _message

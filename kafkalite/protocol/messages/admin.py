@@ -275,10 +275,13 @@ ElectLeadersResponse = Response(ApiKey.ELECT_LEADERS, "0-2", flexible="2+", fiel
 
 # AlterPartitionReassignments, API key 45, and ListPartitionReassignments, 46
 # (KIP-455): move a partition's replicas to other brokers, copying the data
-# before the old replicas are dropped; null replicas cancel.
-AlterPartitionReassignmentsRequest = Request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "0",
+# before the old replicas are dropped; null replicas cancel. v1:
+# allow_replication_factor_change false refuses a move that would change a
+# partition's replica count (KIP-860), answered back in the response.
+AlterPartitionReassignmentsRequest = Request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "0-1",
                                              flexible="0+", fields=[
     Field("timeout_ms", "int32", default=60000),
+    Field("allow_replication_factor_change", "bool", "1+", default=True),
     Array("topics", fields=[
         Field("name", "string"),
         Array("partitions", fields=[
@@ -287,9 +290,10 @@ AlterPartitionReassignmentsRequest = Request(ApiKey.ALTER_PARTITION_REASSIGNMENT
         ]),
     ]),
 ])
-AlterPartitionReassignmentsResponse = Response(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "0",
+AlterPartitionReassignmentsResponse = Response(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "0-1",
                                                flexible="0+", fields=[
     Field("throttle_time_ms", "int32"),
+    Field("allow_replication_factor_change", "bool", "1+", default=True),
     Field("error_code", "int16"),
     Field("error_message", "string", nullable="0+"),
     Array("responses", fields=[

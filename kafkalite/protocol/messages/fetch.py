@@ -28,8 +28,11 @@ from kafkalite.protocol.schema import OWN_TAGS_FROM, Array, Field, Request, Resp
 # replica_state replaces replica_id (KIP-903). v16: node_endpoints for leader
 # discovery (KIP-951). v17: a follower names its log directory
 # (replica_directory_id, KIP-853); only KRaft's voters read it, so a broker
-# ignores it, as Kafka's does; the response is v16's.
-FetchRequest = Request(ApiKey.FETCH, "0-17", flexible="12+", fields=[
+# ignores it, as Kafka's does; the response is v16's. v18: a follower tells
+# the high watermark it knows (KIP-1166, tagged; a consumer sends none), which
+# lets Kafka's leader answer it sooner; kafkalite's leader reads it as v17's
+# request, the response is v16's again.
+FetchRequest = Request(ApiKey.FETCH, "0-18", flexible="12+", fields=[
     Field("cluster_id", "string", "12+", nullable="12+", tag=0),
     Field("replica_id", "int32", "0-14", default=-1),
     Struct("replica_state", "15+", tag=1, fields=[
@@ -53,6 +56,7 @@ FetchRequest = Request(ApiKey.FETCH, "0-17", flexible="12+", fields=[
             Field("log_start_offset", "int64", "5+", default=-1),
             Field("partition_max_bytes", "int32"),
             Field("replica_directory_id", "uuid", "17+", tag=0),
+            Field("high_watermark", "int64", "18+", tag=1, default=9223372036854775807),
         ]),
     ]),
     Array("forgotten_topics_data", "7+", fields=[
@@ -63,7 +67,7 @@ FetchRequest = Request(ApiKey.FETCH, "0-17", flexible="12+", fields=[
     Field("rack_id", "string", "11+"),
     Field("local_host", "string", "12+", nullable="12+", tag=OWN_TAGS_FROM),
 ])
-FetchResponse = Response(ApiKey.FETCH, "0-17", flexible="12+", fields=[
+FetchResponse = Response(ApiKey.FETCH, "0-18", flexible="12+", fields=[
     Field("throttle_time_ms", "int32", "1+"),
     Field("error_code", "int16", "7+"),
     Field("session_id", "int32", "7+"),
@@ -117,11 +121,12 @@ FetchResponse = Response(ApiKey.FETCH, "0-17", flexible="12+", fields=[
 # v7: MAX_TIMESTAMP spec (KIP-734). v8: EARLIEST_LOCAL_TIMESTAMP spec
 # (KIP-405). v9: LATEST_TIERED_TIMESTAMP spec (KIP-1005). v10: timeout_ms,
 # how long a lookup in remote storage may take (KIP-1075). v11: the
-# EARLIEST_PENDING_UPLOAD_TIMESTAMP spec (KIP-1023), no new field. Without
+# EARLIEST_PENDING_UPLOAD_TIMESTAMP spec (KIP-1023, Kafka 4.2: not served, since
+# kafkalite claims Kafka 4.1 and 4.2 has APIs it lacks, api_keys.py). Without
 # tiered storage every lookup is local: timeout_ms bounds nothing, and the tiered
 # specs answer as Kafka does for a topic without remote storage
 # (server/replica/partition.py).
-ListOffsetsRequest = Request(ApiKey.LIST_OFFSETS, "0-11", flexible="6+", fields=[
+ListOffsetsRequest = Request(ApiKey.LIST_OFFSETS, "0-10", flexible="6+", fields=[
     Field("replica_id", "int32"),
     Field("isolation_level", "int8", "2+"),
     Array("topics", fields=[
@@ -135,7 +140,7 @@ ListOffsetsRequest = Request(ApiKey.LIST_OFFSETS, "0-11", flexible="6+", fields=
     ]),
     Field("timeout_ms", "int32", "10+"),
 ])
-ListOffsetsResponse = Response(ApiKey.LIST_OFFSETS, "0-11", flexible="6+", fields=[
+ListOffsetsResponse = Response(ApiKey.LIST_OFFSETS, "0-10", flexible="6+", fields=[
     Field("throttle_time_ms", "int32", "2+"),
     Array("topics", fields=[
         Field("name", "string"),

@@ -202,15 +202,18 @@ OffsetDeleteResponse = Response(ApiKey.OFFSET_DELETE, "0", flexible="none", fiel
 ])
 
 # DescribeGroups, API key 15. v1: throttle_time_ms. v3: authorized operations
-# (KIP-430). v4: group_instance_id of members. v5: flexible.
-DescribeGroupsRequest = Request(ApiKey.DESCRIBE_GROUPS, "0-5", flexible="5+", fields=[
+# (KIP-430). v4: group_instance_id of members. v5: flexible. v6: a group that
+# does not exist is GROUP_ID_NOT_FOUND with an error_message (KIP-1043), not
+# a Dead group without members.
+DescribeGroupsRequest = Request(ApiKey.DESCRIBE_GROUPS, "0-6", flexible="5+", fields=[
     Field("groups", "[]string"),
     Field("include_authorized_operations", "bool", "3+"),
 ])
-DescribeGroupsResponse = Response(ApiKey.DESCRIBE_GROUPS, "0-5", flexible="5+", fields=[
+DescribeGroupsResponse = Response(ApiKey.DESCRIBE_GROUPS, "0-6", flexible="5+", fields=[
     Field("throttle_time_ms", "int32", "1+"),
     Array("groups", fields=[
         Field("error_code", "int16"),
+        Field("error_message", "string", "6+", nullable="6+"),
         Field("group_id", "string"),
         Field("group_state", "string"),
         Field("protocol_type", "string"),

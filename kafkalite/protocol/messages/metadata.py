@@ -10,7 +10,7 @@ from kafkalite.protocol.schema import Array, Field, Request, Response, Struct
 # offline_replicas. v7: leader_epoch. v8: authorized operations (KIP-430). v9:
 # flexible. v10: topic ids (KIP-516). v11: cluster authorized operations moved
 # to DescribeCluster (KIP-700). v12: topics may be named by id only.
-MetadataRequest = Request(ApiKey.METADATA, "0-12", flexible="9+", fields=[
+MetadataRequest = Request(ApiKey.METADATA, "0-13", flexible="9+", fields=[
     Array("topics", nullable="1+", fields=[
         Field("topic_id", "uuid", "10+"),
         Field("name", "string", nullable="10+"),
@@ -19,7 +19,7 @@ MetadataRequest = Request(ApiKey.METADATA, "0-12", flexible="9+", fields=[
     Field("include_cluster_authorized_operations", "bool", "8-10"),
     Field("include_topic_authorized_operations", "bool", "8+"),
 ])
-MetadataResponse = Response(ApiKey.METADATA, "0-12", flexible="9+", fields=[
+MetadataResponse = Response(ApiKey.METADATA, "0-13", flexible="9+", fields=[
     Field("throttle_time_ms", "int32", "3+"),
     Array("brokers", fields=[
         Field("node_id", "int32"),
@@ -46,6 +46,7 @@ MetadataResponse = Response(ApiKey.METADATA, "0-12", flexible="9+", fields=[
         Field("topic_authorized_operations", "int32", "8+", default=-2147483648),
     ]),
     Field("cluster_authorized_operations", "int32", "8-10", default=-2147483648),
+    Field("error_code", "int16", "13+"),
 ])
 
 # FindCoordinator, API key 10. v1: key_type (group or transaction),
@@ -77,12 +78,14 @@ FindCoordinatorResponse = Response(ApiKey.FIND_COORDINATOR, "0-6", flexible="3+"
 ])
 
 # DescribeCluster, API key 60. Flexible from v0 (KIP-700). v1: endpoint_type
-# (KIP-919).
-DescribeClusterRequest = Request(ApiKey.DESCRIBE_CLUSTER, "0-1", flexible="0+", fields=[
+# (KIP-919). v2: include_fenced_brokers asks for the fenced brokers too, each
+# broker with is_fenced (KIP-1073).
+DescribeClusterRequest = Request(ApiKey.DESCRIBE_CLUSTER, "0-2", flexible="0+", fields=[
     Field("include_cluster_authorized_operations", "bool"),
     Field("endpoint_type", "int8", "1+", default=1),
+    Field("include_fenced_brokers", "bool", "2+"),
 ])
-DescribeClusterResponse = Response(ApiKey.DESCRIBE_CLUSTER, "0-1", flexible="0+", fields=[
+DescribeClusterResponse = Response(ApiKey.DESCRIBE_CLUSTER, "0-2", flexible="0+", fields=[
     Field("throttle_time_ms", "int32"),
     Field("error_code", "int16"),
     Field("error_message", "string", nullable="0+"),
@@ -94,6 +97,7 @@ DescribeClusterResponse = Response(ApiKey.DESCRIBE_CLUSTER, "0-1", flexible="0+"
         Field("host", "string"),
         Field("port", "int32"),
         Field("rack", "string", nullable="0+"),
+        Field("is_fenced", "bool", "2+"),
     ]),
     Field("cluster_authorized_operations", "int32", default=-2147483648),
 ])

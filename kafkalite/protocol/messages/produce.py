@@ -22,13 +22,15 @@ from kafkalite.protocol.schema import OWN_TAGS_FROM, Array, Field, Request, Resp
 # response names the new leader on NOT_LEADER_OR_FOLLOWER (KIP-951). v11: may
 # return TRANSACTION_ABORTABLE (KIP-890). v12: the same; a transactional
 # producer speaking it adds partitions to its transaction by producing to
-# them (transactions v2, KIP-890 part 2).
-ProduceRequest = Request(ApiKey.PRODUCE, "0-12", flexible="9+", fields=[
+# them (transactions v2, KIP-890 part 2). v13: topic ids replace topic names
+# (KIP-516); an id the broker does not know is UNKNOWN_TOPIC_ID.
+ProduceRequest = Request(ApiKey.PRODUCE, "0-13", flexible="9+", fields=[
     Field("transactional_id", "string", "3+", nullable="3+"),
     Field("acks", "int16"),
     Field("timeout_ms", "int32"),
     Array("topic_data", fields=[
-        Field("name", "string"),
+        Field("name", "string", "0-12"),
+        Field("topic_id", "uuid", "13+"),
         Array("partition_data", fields=[
             Field("index", "int32"),
             Field("records", "records", nullable="0+"),
@@ -36,9 +38,10 @@ ProduceRequest = Request(ApiKey.PRODUCE, "0-12", flexible="9+", fields=[
     ]),
     Field("request_principal", "string", "9+", nullable="9+", tag=OWN_TAGS_FROM),
 ])
-ProduceResponse = Response(ApiKey.PRODUCE, "0-12", flexible="9+", fields=[
+ProduceResponse = Response(ApiKey.PRODUCE, "0-13", flexible="9+", fields=[
     Array("responses", fields=[
-        Field("name", "string"),
+        Field("name", "string", "0-12"),
+        Field("topic_id", "uuid", "13+"),
         Array("partition_responses", fields=[
             Field("index", "int32"),
             Field("error_code", "int16"),

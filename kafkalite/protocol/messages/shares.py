@@ -204,6 +204,28 @@ DescribeShareGroupOffsetsResponse = Response(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
     ]),
 ])
 
+# DeleteShareGroupOffsets, API key 92 (Kafka 4.1): forget the share-partition
+# state of whole topics (the group must have no members); one result a topic.
+DeleteShareGroupOffsetsRequest = Request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "0",
+                                         flexible="0+", fields=[
+    Field("group_id", "string"),
+    Array("topics", fields=[
+        Field("topic_name", "string"),
+    ]),
+])
+DeleteShareGroupOffsetsResponse = Response(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "0",
+                                           flexible="0+", fields=[
+    Field("throttle_time_ms", "int32"),
+    Field("error_code", "int16"),
+    Field("error_message", "string", nullable="0+"),
+    Array("responses", fields=[
+        Field("topic_name", "string"),
+        Field("topic_id", "uuid"),
+        Field("error_code", "int16"),
+        Field("error_message", "string", nullable="0+"),
+    ]),
+])
+
 # AlterShareGroupOffsets, API key 91: set share-partitions' start offsets
 # (the group must have no members).
 AlterShareGroupOffsetsRequest = Request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "0",

@@ -206,13 +206,15 @@ DescribeTransactionsResponse = Response(ApiKey.DESCRIBE_TRANSACTIONS, "0", flexi
     ]),
 ])
 
-# ListTransactions, API key 66 (KIP-664). v1: duration_filter (KIP-994).
-ListTransactionsRequest = Request(ApiKey.LIST_TRANSACTIONS, "0-1", flexible="0+", fields=[
+# ListTransactions, API key 66 (KIP-664). v1: duration_filter (KIP-994). v2:
+# transactional_id_pattern, a regular expression the ids must match (KIP-1152).
+ListTransactionsRequest = Request(ApiKey.LIST_TRANSACTIONS, "0-2", flexible="0+", fields=[
     Field("state_filters", "[]string"),
     Field("producer_id_filters", "[]int64"),
     Field("duration_filter", "int64", "1+", default=-1),
+    Field("transactional_id_pattern", "string", "2+", nullable="2+", default=None),
 ])
-ListTransactionsResponse = Response(ApiKey.LIST_TRANSACTIONS, "0-1", flexible="0+", fields=[
+ListTransactionsResponse = Response(ApiKey.LIST_TRANSACTIONS, "0-2", flexible="0+", fields=[
     Field("throttle_time_ms", "int32"),
     Field("error_code", "int16"),
     Field("unknown_state_filters", "[]string"),

@@ -186,6 +186,11 @@ def _partitions_with(code: int, topics, name_field: str, parts_field: str, index
 # ---- data APIs (the workers') ------------------------------------------------------------------
 
 def _produce(r: _Request, body: dict) -> None:
+    if r.ctx.api_version >= 13:
+        # v13 names topics by id (KIP-516); named here as the handler names
+        # them (per_partition.name_produce_topics), "" for an unknown id
+        for t in body.get("topic_data") or ():
+            t["name"] = r.gate.topic_name_of(t.get("topic_id")) or ""
     txn = body.get("transactional_id")
     if txn is not None and not r.may(Op.WRITE, Res.TRANSACTIONAL_ID, txn):
         denied, code = body["topic_data"], TXN_DENIED
@@ -574,6 +579,19 @@ def _alter_share_group_offsets(r: _Request, body: dict) -> None:
         body["topics"] = []
 
 
+def _delete_share_group_offsets(r: _Request, body: dict) -> dict | None:
+    """Delete on the group (denied: the whole request), Read on each topic."""
+    if not r.may(Op.DELETE, Res.GROUP, body["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED,
+                "error_message": f"{r.principal} may not delete offsets of group "
+                                 f"{body['group_id']}", "responses": []}
+    denied = r.split(body, "topics", lambda t: r.may(Op.READ, Res.TOPIC, t),
+                     lambda t: t["topic_name"])
+    r.add_to("responses", [{"topic_name": t["topic_name"], "topic_id": _NO_TOPIC_ID,
+                            "error_code": TOPIC_DENIED, "error_message": None} for t in denied])
+    return None
+
+
 # ---- transactions ------------------------------------------------------------------------------
 
 def _init_producer_id(r: _Request, body: dict) -> None:
@@ -794,6 +812,19 @@ _CHECKS = {
     ApiKey.DELETE_RECORDS: _delete_records,
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: _alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: _delete_share_group_offsets,
+    # Kafka's: CreateTokens is the owner's own (a token for another user
+    # needs it on that user), Describe/Renew/Expire act on one's tokens:
+    # answered DELEGATION_TOKEN_AUTH_DISABLED (cluster_admin.py) to everyone
+    ApiKey.CREATE_DELEGATION_TOKEN: lambda r, body: None,
+    ApiKey.RENEW_DELEGATION_TOKEN: lambda r, body: None,
+    ApiKey.EXPIRE_DELEGATION_TOKEN: lambda r, body: None,
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: lambda r, body: None,
+    ApiKey.UPDATE_FEATURES: _cluster(Op.ALTER),
+    ApiKey.UNREGISTER_BROKER: _cluster(Op.ALTER),
+    ApiKey.ADD_RAFT_VOTER: _cluster(Op.ALTER),
+    ApiKey.REMOVE_RAFT_VOTER: _cluster(Op.ALTER),
+    ApiKey.LIST_CONFIG_RESOURCES: _cluster(Op.DESCRIBE_CONFIGS),
     ApiKey.METADATA: _metadata,
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,

@@ -36,6 +36,8 @@ together do not race)::
     kafkalite_broker_configs (resource PK: "" for the cluster-wide defaults or
                           a broker id, configs jsonb: its dynamic broker
                           configs, config_registry.py), likewise
+    kafkalite_group_configs (group_id PK, configs jsonb: the group's own
+                          configs, group_config.py), likewise
     kafkalite_users      (id = 1, users jsonb: the SASL users, credentials.py's
                           "users" object; version bigint, +1 at each change)
     kafkalite_producer_ids (id = 1, block_end): the end of the last block of
@@ -165,6 +167,9 @@ CREATE TABLE IF NOT EXISTS kafkalite_quotas (
     quotas jsonb NOT NULL);
 CREATE TABLE IF NOT EXISTS kafkalite_broker_configs (
     resource text PRIMARY KEY,
+    configs jsonb NOT NULL);
+CREATE TABLE IF NOT EXISTS kafkalite_group_configs (
+    group_id text PRIMARY KEY,
     configs jsonb NOT NULL);
 CREATE TABLE IF NOT EXISTS kafkalite_users (
     id int PRIMARY KEY CHECK (id = 1),
@@ -533,6 +538,7 @@ class PostgresMetadataStore(MetadataStore):
         self.dsn, self.lease, self.timeout_s = dsn, lease, timeout_s
         self.topics = {}
         self.broker_configs = {}
+        self.group_configs = {}
         self.offset = 0
         self._persisted: dict[str, dict] = {}     # as PostgreSQL has each topic
         self._conn: psycopg.Connection | None = None
@@ -584,6 +590,8 @@ class PostgresMetadataStore(MetadataStore):
             self.offset = self._read_offset(conn)
             self.broker_configs = {resource: dict(configs) for resource, configs in conn.execute(
                 "SELECT resource, configs FROM kafkalite_broker_configs").fetchall()}
+            self.group_configs = {group: dict(configs) for group, configs in conn.execute(
+                "SELECT group_id, configs FROM kafkalite_group_configs").fetchall()}
             conn.rollback()
         except psycopg.Error as exc:
             raise self._broken(exc) from None
@@ -666,6 +674,19 @@ class PostgresMetadataStore(MetadataStore):
             else:
                 conn.execute("DELETE FROM kafkalite_broker_configs WHERE resource = %s",
                              (resource,))
+        self._fenced_write(write)
+
+    def _save_group_configs(self, group: str) -> None:
+        """One group's configs, fenced by the lease as broker configs are."""
+        configs = self.group_configs.get(group)
+
+        def write(conn):
+            if configs:
+                conn.execute("INSERT INTO kafkalite_group_configs (group_id, configs) "
+                             "VALUES (%s, %s) ON CONFLICT (group_id) DO UPDATE SET "
+                             "configs = EXCLUDED.configs", (group, Jsonb(configs)))
+            else:
+                conn.execute("DELETE FROM kafkalite_group_configs WHERE group_id = %s", (group,))
         self._fenced_write(write)
 
     # ---- ACLs (acl_control.py) ---------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Topic and broker configs: where their values are, DescribeConfigs,
+"""Topic, broker and group configs: where their values are, DescribeConfigs,
 AlterConfigs and IncrementalAlterConfigs (Kafka's
 ConfigurationControlManager).
 
@@ -6,8 +6,10 @@ What each config is (type, default, scope, synonyms, sensitivity) and the
 rules of the three config APIs are config_registry.py's; here is where the
 values are: topics' own configs and the dynamic broker configs in the
 metadata (``broker_configs``: "" for the cluster-wide defaults, a broker id
-for its own), the server's settings, and what the brokers are (ids,
-listeners, racks: cluster_control.py).
+for its own; ``group_configs``: each group's own, group_config.py), the
+server's settings, and what the brokers are (ids, listeners, racks:
+cluster_control.py). A group's configs change nothing on the brokers: its
+coordinator, in this process, reads them from the metadata at each use.
 
 A change is stored here and answered by the controller once the brokers
 have the partitions it touches with their new configs: the Alter APIs
@@ -30,6 +32,7 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol.enums import AlterConfigOp, ConfigResourceType
 from kafkalite.protocol.native import NATIVE_BOOTSTRAP_CONFIG
 from kafkalite.server import config_registry as registry
+from kafkalite.server import group_config
 from kafkalite.server.controller.cluster_control import KAFKA_CONTROLLER_ID, bracket
 from kafkalite.server.controller.metadata import TopicMetadata
 from kafkalite.server.topic import refuse_internal
@@ -59,8 +62,9 @@ def log_config(config, broker_configs: dict, topic: TopicMetadata, broker_id: in
 def _unsupported(resource_type: int, verb: str) -> KafkaError:
     return errors.InvalidRequestError(
         f"unsupported resource type {resource_type}: kafkalite {verb} "
-        f"topic ({int(ConfigResourceType.TOPIC)}) and broker "
-        f"({int(ConfigResourceType.BROKER)}) configs")
+        f"topic ({int(ConfigResourceType.TOPIC)}), broker "
+        f"({int(ConfigResourceType.BROKER)}) and group ({int(ConfigResourceType.GROUP)}) "
+        f"configs")
 
 
 class ConfigurationControl:
@@ -182,6 +186,10 @@ class ConfigurationControl:
                     topic = self.metadata.get(r["resource_name"])
                     out["configs"] = self._config_entries(topic, keys, via, synonyms,
                                                           documentation)
+                elif r["resource_type"] == ConfigResourceType.GROUP:
+                    out["configs"] = group_config.describe_group(
+                        self.config, self.metadata.group_configs.get(r["resource_name"], {}),
+                        keys, synonyms, documentation)
                 else:
                     raise _unsupported(r["resource_type"], "describes")
             except KafkaError as exc:
@@ -217,6 +225,8 @@ class ConfigurationControl:
                 elif r["resource_type"] == ConfigResourceType.BROKER:
                     self._alter_broker_configs(r, body.get("validate_only"), new_configs,
                                                resend)
+                elif r["resource_type"] == ConfigResourceType.GROUP:
+                    self._alter_group_configs(r, body.get("validate_only"), new_configs)
                 else:
                     raise _unsupported(r["resource_type"], "alters")
             except KafkaError as exc:
@@ -269,6 +279,19 @@ class ConfigurationControl:
         for topic in self.metadata.topics.values():
             if changed - set(topic.configs):
                 resend.append((topic, broker_id))
+
+    def _alter_group_configs(self, r: dict, validate_only: bool, new_configs) -> None:
+        """A group's own configs (it need not exist, as in Kafka); its
+        coordinator reads them at its members' next heartbeat."""
+        group = r["resource_name"]
+        before = dict(self.metadata.group_configs.get(group, {}))
+        configs = group_config.check_group_configs(group, new_configs(
+            r, dict(before), False, lambda name: group_config.server_default(self.config, name)
+            if name in group_config.GROUP_CONFIGS else None))
+        if validate_only:
+            return
+        self.metadata.set_group_configs(group, configs)
+        log.info("configs of group %s: %s -> %s", group, before or "{}", configs or "{}")
 
     def alter_configs(self, body: dict) -> tuple[list[dict], list[tuple]]:
         # Legacy AlterConfigs replaces the resource's whole set of configs.

@@ -14,6 +14,9 @@ each other API is a manager's, and ``handlers`` is the one table of them:
 - placement.py ``ReplicaPlacer``: where new replicas go;
 - topic_control.py ``TopicControl``: CreateTopics, DeleteTopics,
   CreatePartitions;
+- cluster_admin.py ``ClusterAdmin``: delegation tokens, UpdateFeatures,
+  UnregisterBroker, the quorum's voters and ListConfigResources, answered
+  from what kafkalite is;
 - config_control.py ``ConfigurationControl``: the config APIs (their
   changes are sent to the brokers here, as Kafka's controller publishes
   the records its manager returns).
@@ -60,6 +63,7 @@ from kafkalite.protocol.enums import AUTHORIZED_OPERATIONS_OMITTED, EndpointType
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.controller.cluster_control import (KAFKA_CONTROLLER_ID, NATIVE_CONTROLLER_ID,
                                                          BrokerRegistration, ClusterControl)
+from kafkalite.server.controller.cluster_admin import ClusterAdmin
 from kafkalite.server.controller.config_control import ConfigurationControl
 from kafkalite.server.controller.metadata import MetadataStore, TopicMetadata
 from kafkalite.server.topic import INTERNAL_TOPICS, OFFSETS_TOPIC, validate_topic_name
@@ -68,7 +72,8 @@ from kafkalite.server.controller.replication_control import BrokerChannel, Repli
 from kafkalite.server.controller.topic_control import (TopicControl, failed_partitions,
                                                        open_error)
 from kafkalite.server.internal_topic import partition_for
-from kafkalite.server.network.per_partition import each_partition
+from kafkalite.server.network.per_partition import (each_partition, name_produce_topics,
+                                                    produce_topic_id, produce_topic_name)
 from kafkalite.server.network.requests import NO_RESPONSE, Listener, RequestContext
 from kafkalite.server.replica.replica_manager import (DELETE_RECORDS, PRODUCE, produce_blank,
                                                       alter_replica_log_dirs_response,
@@ -112,6 +117,10 @@ class Controller:
             config.data_dir, getattr(metadata, "reserve_producer_ids", None))
         # internal topic -> partition count, registered by its coordinator
         self.internal_topics: dict[str, int] = {}
+        self.cluster_admin = ClusterAdmin(
+            lambda: metadata.cluster_id, lambda: list(metadata.topics),
+            lambda: [b.broker_id for b in self.cluster_control.brokers],
+            lambda: list(self.metadata.group_configs))
 
     brokers = _managed("cluster_control", "brokers", "the BrokerRegistrations, by id")
     racks = _managed("cluster_control", "racks", "broker id -> rack (its node, in a cluster)")
@@ -144,6 +153,7 @@ class Controller:
             ApiKey.LIST_PARTITION_REASSIGNMENTS: replication.list_partition_reassignments,
             ApiKey.PRODUCE: self._produce,
             ApiKey.DELETE_RECORDS: self._delete_records,
+            **self.cluster_admin.handlers(),
         }
 
     def register_internal_topic(self, name: str, partitions: int) -> None:
@@ -221,6 +231,11 @@ class Controller:
 
     def partition_counts(self) -> dict[str, int]:
         return self.replication_control.partition_counts()
+
+    def topic_name_of(self, topic_id) -> str | None:
+        """The name of the topic with id ``topic_id``; None: no such topic."""
+        return next((t.name for t in self.metadata.topics.values() if t.topic_id == topic_id),
+                    None)
 
     def partition_count(self, topic: str) -> int | None:
         return self.replication_control.partition_count(topic)
@@ -442,12 +457,21 @@ class Controller:
                                      f"asked for", "endpoint_type": EndpointType.BROKER,
                     "cluster_id": self.metadata.cluster_id, "controller_id": -1, "brokers": [],
                     "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+        brokers = [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
+                    "rack": None, "is_fenced": False}
+                   for b in self.live_brokers(ctx.listener, ctx.listener_name)]
+        if body.get("include_fenced_brokers"):
+            # v2 (KIP-1073): the fenced brokers too, at their endpoints, marked
+            listed = {b["broker_id"] for b in brokers}
+            for b in self.cluster_control.brokers:
+                endpoint = self.cluster_control.kafka_endpoint(b, ctx.listener_name)
+                if b.fenced and b.broker_id not in listed and endpoint is not None:
+                    brokers.append({"broker_id": b.broker_id, "host": endpoint[0],
+                                    "port": endpoint[1], "rack": None, "is_fenced": True})
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                 "endpoint_type": EndpointType.BROKER, "cluster_id": self.metadata.cluster_id,
                 "controller_id": self.cluster_control.controller_id(ctx.listener, ctx.listener_name),
-                "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
-                             "rack": None}
-                            for b in self.live_brokers(ctx.listener, ctx.listener_name)],
+                "brokers": brokers,
                 "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
     def _describe_quorum(self, ctx: RequestContext, body: dict):
@@ -542,6 +566,7 @@ class Controller:
         replica manager answers INVALID_TOPIC_EXCEPTION); it leads nothing
         else (NOT_LEADER_OR_FOLLOWER sends a client back to Metadata)."""
         node = KAFKA_CONTROLLER_ID if ctx.listener is Listener.KAFKA else NATIVE_CONTROLLER_ID
+        name_produce_topics(body, ctx.api_version, self.topic_name_of)
 
         def serve(name, topic, pd, out):
             if name in INTERNAL_TOPICS:
@@ -549,7 +574,8 @@ class Controller:
             raise errors.NotLeaderOrFollowerError(
                 f"node {node} leads no partition of {name}; ask Metadata for the leader")
 
-        topics = each_partition(PRODUCE, body["topic_data"], serve, produce_blank)
+        topics = each_partition(PRODUCE, body["topic_data"], serve, produce_blank,
+                                resolve=produce_topic_name, topic_fields=produce_topic_id)
         if body.get("acks", 1) == 0:
             return NO_RESPONSE
         return {"responses": topics, "throttle_time_ms": 0}

@@ -11,9 +11,10 @@ atomically (write, fsync, rename)::
      "broker_configs": {"": {"log.retention.ms": "..."}, "0": {...}}}
 
 ``broker_configs`` are the dynamic broker configs (config_registry.py): the
-cluster-wide defaults under "", each broker's own under its id. They change
-rarely, so each change writes a new snapshot rather than a line of the log
-(and a version that predates them reads the file without them).
+cluster-wide defaults under "", each broker's own under its id;
+``group_configs`` each group's own configs (group_config.py), by group id.
+They change rarely, so each change writes a new snapshot rather than a line
+of the log (and a version that predates them reads the file without them).
 
 and the changes since it, ``<data_dir>/cluster-metadata.log``: one JSON
 object a line, appended and fsynced before the change is acted on, each the
@@ -170,6 +171,8 @@ class MetadataStore:
         self.topics: dict[str, TopicMetadata] = {}
         # dynamic broker configs: "" (cluster-wide default) or a broker id -> {name: value}
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # group configs (KIP-848): group id -> {name: value}
+        self.group_configs: dict[str, dict[str, str]] = {}
         self.offset = 0          # the changes made durable (module docstring)
         self._snapshot_bytes = 0
         self._changes_bytes = 0
@@ -202,6 +205,7 @@ class MetadataStore:
             self.cluster_id = raw["cluster_id"]
             self.offset = raw.get("offset", 0)
             self.broker_configs = {k: dict(v) for k, v in raw.get("broker_configs", {}).items()}
+            self.group_configs = {k: dict(v) for k, v in raw.get("group_configs", {}).items()}
             for name, t in raw["topics"].items():
                 self.topics[name] = self._topic(name, t)
         replayed = self._replay_changes()
@@ -271,7 +275,8 @@ class MetadataStore:
             return
         raw = {"version": 2, "cluster_id": self.cluster_id, "offset": self.offset + 1, "topics": {
             t.name: self._topic_json(t) for t in self.topics.values()},
-            **({"broker_configs": self.broker_configs} if self.broker_configs else {})}
+            **({"broker_configs": self.broker_configs} if self.broker_configs else {}),
+            **({"group_configs": self.group_configs} if self.group_configs else {})}
         data = json.dumps(raw, indent=1, sort_keys=True).encode()
         write_atomically(self.path, data)
         self.offset += 1
@@ -400,6 +405,26 @@ class MetadataStore:
             raise
 
     def _save_broker_configs(self, resource: str) -> None:
+        self.save()
+
+    def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        """Make ``configs`` group ``group``'s own configs, durably; on
+        failure nothing changed."""
+        before = self.group_configs.get(group)
+        if configs:
+            self.group_configs[group] = dict(configs)
+        else:
+            self.group_configs.pop(group, None)
+        try:
+            self._save_group_configs(group)
+        except Exception:
+            if before is None:
+                self.group_configs.pop(group, None)
+            else:
+                self.group_configs[group] = before
+            raise
+
+    def _save_group_configs(self, group: str) -> None:
         self.save()
 
     def start_leadership(self, worker: int) -> list[tuple[str, int, int]]:

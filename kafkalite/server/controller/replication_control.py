@@ -302,6 +302,14 @@ class ReplicationControl:
                         self._cancel_reassignment(by_broker, topic, i)
                     else:
                         target = self.placer.assignments([{"broker_ids": entry["replicas"]}], 0)[0]
+                        current = topic.partitions[i]
+                        if (not body.get("allow_replication_factor_change", True)
+                                and len(target) != len(current.replicas)):
+                            # v1 (KIP-860), Kafka's message
+                            raise errors.InvalidReplicationFactorError(
+                                f"The replication factor is changed from "
+                                f"{len(current.replicas)} to {len(target)} but "
+                                f"allowReplicationFactorChange is false")
                         self._start_reassignment(by_broker, topic, i, target)
                     changed.add(topic.name)
                 except KafkaError as exc:
@@ -310,6 +318,8 @@ class ReplicationControl:
             self.metadata.save(sorted(changed))
         self.notify(by_broker)
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "allow_replication_factor_change": body.get("allow_replication_factor_change",
+                                                            True),
                 "responses": responses}
 
     def _start_reassignment(self, by_broker: dict, topic: TopicMetadata, i: int,

@@ -54,6 +54,13 @@ class GroupAdmin:
         out = []
         for gid in body["groups"]:
             g = self.groups.get(gid)
+            if g is None and ctx.api_version >= 6:
+                # KIP-1043: v6 tells a group that does not exist apart from a Dead one
+                out.append({"error_code": errors.GroupIdNotFoundError.code,
+                            "error_message": f"Group {gid} not found.", "group_id": gid,
+                            "group_state": DEAD, "protocol_type": "", "protocol_data": "",
+                            "members": []})
+                continue
             if g is None:
                 out.append({"error_code": NONE, "group_id": gid, "group_state": DEAD,
                             "protocol_type": "", "protocol_data": "", "members": []})

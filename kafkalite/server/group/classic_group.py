@@ -399,6 +399,36 @@ class ClassicGroupManager:
             return errors.IllegalGenerationError.code
         return NONE
 
+    def validate_offset_commit(self, g: Group, member_id: str, instance: str | None,
+                               generation: int, transactional: bool = False) -> int:
+        """The error of an (Txn)OffsetCommit to classic group ``g``, in
+        Kafka's order (``ClassicGroup.validateOffsetCommit``): the member
+        and its generation first, so a zombie of an old generation hears
+        ILLEGAL_GENERATION and a stranger UNKNOWN_MEMBER_ID even while the
+        group completes a rebalance; only a member of the new generation is
+        told REBALANCE_IN_PROGRESS (commit again once synced)."""
+        if g.state == DEAD:
+            return errors.CoordinatorNotAvailableError.code
+        if generation < 0 and g.state == EMPTY:
+            return NONE                   # the admin client, or a consumer without a group
+        # before v7 the request has no group_instance_id: it decodes as ""
+        if generation >= 0 or member_id or instance:
+            if instance:
+                known = g.static.get(instance)
+                if known is None:
+                    return errors.UnknownMemberIdError.code
+                if known != member_id:
+                    return errors.FencedInstanceIdError.code
+            elif member_id not in g.members:
+                return errors.UnknownMemberIdError.code
+            if generation != g.generation_id:
+                return errors.IllegalGenerationError.code
+        elif not transactional and g.state != EMPTY:
+            return errors.UnknownMemberIdError.code   # v0 commits only to an empty group
+        if not transactional and g.state == COMPLETING_REBALANCE:
+            return errors.RebalanceInProgressError.code
+        return NONE
+
     def sync_group(self, ctx: RequestContext, body: dict):
         if not body["group_id"]:            # Kafka's GroupCoordinatorService, every group API
             return {"throttle_time_ms": 0, "error_code": INVALID_GROUP_ID, "protocol_type": None,

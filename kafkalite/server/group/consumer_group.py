@@ -273,6 +273,9 @@ class ConsumerGroupCoordinator:
         self.group_of = group_of
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        # group id -> its own group configs (group_config.py), which override
+        # the two above; set by the supervisor (the controller keeps them)
+        self.group_config = lambda group_id: {}
         self._clock = clock
         self.groups: dict[str, ConsumerGroup] = {}
         # cg -> bool: the group's last consumer-protocol member left;
@@ -356,7 +359,8 @@ class ConsumerGroupCoordinator:
                 or (owned is not None and owned != m.assigned))
         return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
                 "member_id": m.member_id, "member_epoch": m.member_epoch,
-                "heartbeat_interval_ms": self.heartbeat_interval_ms,
+                "heartbeat_interval_ms": int(self.group_config(cg.group_id).get(
+                    "consumer.heartbeat.interval.ms", self.heartbeat_interval_ms)),
                 "assignment": {"topic_partitions": partitions_by_topic_id(m.assigned)}
                 if send else None}
 
@@ -732,7 +736,8 @@ class ConsumerGroupCoordinator:
                 if self.groups.get(cg.group_id) is not cg:
                     break                               # it became a classic group
                 session_ms = (m.classic.session_timeout_ms if m.classic is not None
-                              else self.session_timeout_ms)
+                              else int(self.group_config(cg.group_id).get(
+                                  "consumer.session.timeout.ms", self.session_timeout_ms)))
                 if now - m.last_heartbeat > session_ms / 1000.0:
                     log.info("group %s: member %s missed its session timeout (%d ms)",
                              cg.group_id, m.member_id, session_ms)

@@ -124,6 +124,7 @@ class GroupCoordinator:
             ApiKey.SHARE_GROUP_DESCRIBE: self.share.describe,
             ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: self.share.describe_offsets,
             ApiKey.ALTER_SHARE_GROUP_OFFSETS: self.share.alter_offsets,
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS: self.share.delete_offsets,
         }
 
     # The hooks the supervisor sets, kept by the managers that call them.

@@ -39,8 +39,8 @@ from kafkalite.errors import KafkaError
 from kafkalite.server.group.classic_group import ClassicGroupManager
 from kafkalite.server.group.consumer_group import ConsumerGroupCoordinator
 from kafkalite.server.group.group_log import GroupMetadataLog, OffsetAndMetadata
-from kafkalite.server.group.groups import (COMPLETING_REBALANCE, EMPTY, INVALID_GROUP_ID, NONE,
-                                           ConsumerGroupRecords, Group, now_ms)
+from kafkalite.server.group.groups import (INVALID_GROUP_ID, NONE, ConsumerGroupRecords, Group,
+                                           now_ms)
 from kafkalite.server.network.requests import RequestContext
 
 log = logging.getLogger("kafkalite.coordinator")
@@ -124,12 +124,8 @@ class OffsetMetadataManager:
             if (code == NONE and member_id and ctx.api_version < 9
                     and not self.consumer.is_classic_member(g.consumer, member_id)):
                 code = errors.UnsupportedVersionError.code    # KIP-848 members need v9+
-        elif generation < 0 and g.state == EMPTY:
-            pass                                          # a commit from outside any group
-        elif g.state == COMPLETING_REBALANCE:
-            code = errors.RebalanceInProgressError.code
         else:
-            code = self.classic.check_member(g, member_id, instance, generation)
+            code = self.classic.validate_offset_commit(g, member_id, instance, generation)
         topics_out, accepted = self._write_offsets(gid, code, body["topics"])
         if accepted:
             self._group_for_commit(gid).offsets.update(accepted)
@@ -205,11 +201,11 @@ class OffsetMetadataManager:
             elif g.consumer is not None:
                 code = self.consumer.validate_commit(g.consumer, member_id, generation,
                                                      transactional=True)
-            elif generation >= 0 or member_id:
+            else:
                 # KIP-447: a consumer's group metadata fences zombies of
                 # earlier generations; without it, the commit is a producer's
-                code = self.classic.check_member(g, member_id, body.get("group_instance_id"),
-                                          generation)
+                code = self.classic.validate_offset_commit(
+                    g, member_id, body.get("group_instance_id"), generation, transactional=True)
         topics_out, accepted = self._write_offsets(gid, code, body["topics"], pid, epoch)
         if accepted:
             self._group_for_commit(gid)

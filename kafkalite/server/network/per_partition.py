@@ -20,7 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from kafkalite import errors
 from kafkalite.errors import KafkaError
+
+# Produce from v13 names each topic by its id (KIP-516), as Fetch does from v13.
+PRODUCE_TOPIC_IDS = 13
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,31 @@ class Shape:
     out_partitions: str      # response topic: its partitions array
     out_partition: str       # response partition: its index field
     error_message: bool = False   # whether response partitions have error_message
+
+
+def name_produce_topics(body: dict, api_version: int, name_of: Callable) -> None:
+    """Give each topic of a Produce request of ``api_version`` its name:
+    from v13 the request names topics by id (``name_of(topic_id)`` -> the
+    name, or None for an id not known here, which stays ""), so every later
+    step (authorization, transaction checks, appends) reads names only."""
+    if api_version < PRODUCE_TOPIC_IDS:
+        return
+    for topic in body.get("topic_data") or ():
+        topic["name"] = name_of(topic.get("topic_id")) or ""
+
+
+def produce_topic_name(topic: dict) -> str:
+    """``each_partition``'s ``resolve`` for a Produce request named by
+    ``name_produce_topics``: a topic id it could not name is UNKNOWN_TOPIC_ID."""
+    if not topic["name"] and topic.get("topic_id") is not None and topic["topic_id"].int:
+        raise errors.UnknownTopicIdError(f"no topic with id {topic['topic_id']} here")
+    return topic["name"]
+
+
+def produce_topic_id(topic: dict) -> dict:
+    """``each_partition``'s ``topic_fields`` for Produce: the response names
+    the topic as the request did (by id from v13)."""
+    return {"topic_id": topic.get("topic_id")}
 
 
 def each_partition(shape: Shape, topics: list, serve: Callable, blank: Callable[[], dict], *,

@@ -285,6 +285,9 @@ class Supervisor:
             share_heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms,
             internal_mirror=metadata if cfg.cluster else None)
         self.controller.partitions_added = self.coordinator.on_partitions_changed
+        # each group's own configs (KIP-848), kept by the controller
+        self.coordinator.consumer.group_config = self.coordinator.share.group_config = (
+            lambda gid: self.controller.metadata.group_configs.get(gid, {}))
         # every live broker, this node's and others' (they lead partitions too)
         self.coordinator.share_group_deleted = lambda gid: [
             self._send_worker(b.broker_id, {"type": "delete_share_group", "group": gid})

@@ -141,7 +141,8 @@ from kafkalite.server.topic import INTERNAL_TOPICS
 from kafkalite.server.replica.partition import (EARLIEST_LOCAL_TIMESTAMP,
                                                 EARLIEST_PENDING_UPLOAD_TIMESTAMP,
                                                 LATEST_TIERED_TIMESTAMP, Partition)
-from kafkalite.server.network.per_partition import Shape, each_partition
+from kafkalite.server.network.per_partition import (Shape, each_partition, name_produce_topics,
+                                                    produce_topic_id, produce_topic_name)
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.replica.purgatory import (DelayedDeleteRecords, DelayedFetch, DelayedProduce,
                                                 DelayedRemoteFetch, DelayedRemoteListOffsets,
@@ -195,7 +196,9 @@ LIST_OFFSETS_SPEC_VERSIONS = {
     MAX_TIMESTAMP: 7,                   # KIP-734
     EARLIEST_LOCAL_TIMESTAMP: 8,        # KIP-405
     LATEST_TIERED_TIMESTAMP: 9,         # KIP-1005
-    EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11,  # KIP-1023
+    # KIP-1023: ListOffsets v11 is Kafka 4.2's, not advertised while kafkalite
+    # claims 4.1 (api_keys.py), so -6 is refused at every version served
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11,
 }
 
 
@@ -595,13 +598,14 @@ class ReplicaManager:
                 for p in out if p.pending_isr is not None]
 
     def produce(self, ctx: RequestContext, body: dict):
+        name_produce_topics(body, ctx.api_version, self.topic_names.get)
         acks = body.get("acks", 1)
         if acks not in (0, 1, -1):
             # Kafka answers every partition (a Produce response has no
             # top-level error) and appends nothing
             message = f"acks must be 0, 1 or -1, not {acks}"
             return {"throttle_time_ms": 0, "responses": [
-                {"name": t["name"], "partition_responses": [
+                {"name": t["name"], "topic_id": t.get("topic_id"), "partition_responses": [
                     {**produce_blank(), "index": pd["index"],
                      "error_code": errors.InvalidRequiredAcksError.code, "error_message": message}
                     for pd in t["partition_data"]]} for t in body.get("topic_data") or ()]}
@@ -758,7 +762,8 @@ class ReplicaManager:
             appended[part.key] = (part, info.last_offset + 1)
 
         with self.gathered_wakeups():
-            topics = each_partition(PRODUCE, body["topic_data"], serve, produce_blank)
+            topics = each_partition(PRODUCE, body["topic_data"], serve, produce_blank,
+                                    resolve=produce_topic_name, topic_fields=produce_topic_id)
         if acks == 0:
             return NO_RESPONSE
         response = {"responses": topics, "throttle_time_ms": 0}

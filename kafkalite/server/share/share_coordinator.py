@@ -308,6 +308,14 @@ class ShareCoordinator:
             except KafkaError as exc:
                 log.error("share group %s: its state could not be deleted: %s", group, exc)
 
+    def delete_group_topic(self, group: str, topic_id) -> bool:
+        """Tombstones for ``group``'s share-partitions of one topic; False
+        when it has none. Raises the KafkaError of a failed write."""
+        keys = [k for k in self.states if k[0] == group and k[1] == topic_id]
+        if keys:
+            self._append({k: None for k in keys})
+        return bool(keys)
+
     def delete_topic(self, topic_id) -> None:
         """Tombstones for every share-partition of a deleted topic."""
         keys = [k for k in self.states if k[1] == topic_id]

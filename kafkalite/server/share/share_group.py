@@ -133,6 +133,9 @@ class ShareGroupCoordinator:
         self.taken = taken                        # group id -> True if another kind of group has it
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        # group id -> its own group configs (group_config.py), which override
+        # the two above; set by the supervisor (the controller keeps them)
+        self.group_config = lambda group_id: {}
         self._clock = clock
         self.groups: dict[str, ShareGroup] = {}
         # set by the supervisor: the share coordinator (attach_state), the
@@ -206,7 +209,8 @@ class ShareGroupCoordinator:
         send = epoch == JOIN_EPOCH or (m.assigned, m.member_epoch) != before
         return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
                 "member_id": m.member_id, "member_epoch": m.member_epoch,
-                "heartbeat_interval_ms": self.heartbeat_interval_ms,
+                "heartbeat_interval_ms": int(self.group_config(sg.group_id).get(
+                    "share.heartbeat.interval.ms", self.heartbeat_interval_ms)),
                 "assignment": {"topic_partitions": _by_topic_id(m.assigned)} if send else None}
 
     # ---- the group's state -----------------------------------------------------------------------
@@ -240,12 +244,13 @@ class ShareGroupCoordinator:
     def tick(self) -> None:
         """Remove members past their session timeout."""
         now = self._clock()
-        session = self.session_timeout_ms / 1000.0
         for sg in list(self.groups.values()):
+            session_ms = int(self.group_config(sg.group_id).get("share.session.timeout.ms",
+                                                                self.session_timeout_ms))
             for m in list(sg.members.values()):
-                if now - m.last_heartbeat > session:
+                if now - m.last_heartbeat > session_ms / 1000.0:
                     log.info("share group %s: member %s missed its session timeout (%d ms)",
-                             sg.group_id, m.member_id, self.session_timeout_ms)
+                             sg.group_id, m.member_id, session_ms)
                     self.remove_member(sg, m, f"member {m.member_id} timed out")
 
     def delete(self, gid: str) -> int:
@@ -385,6 +390,43 @@ class ShareGroupCoordinator:
                                                "error_message")}
                             for p in t["partitions"]]}
             for t in _offsets_by_topic(out, topics)]}
+
+
+    def delete_offsets(self, ctx, body: dict) -> dict:
+        """DeleteShareGroupOffsets (Kafka 4.1): forget the group's state of
+        whole topics, only while it has no members; a topic it holds no
+        state of is UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers one it
+        never initialized."""
+        gid = body["group_id"]
+        err = self._kind_error(gid)
+        sg = self.groups.get(gid)
+        if err is None and sg is None and gid not in (self.state.groups() if self.state else ()):
+            err = errors.GroupIdNotFoundError(f"Group {gid} not found.")
+        if err is None and sg is not None and sg.members:
+            err = errors.NonEmptyGroupError(
+                f"Share group {gid} has {len(sg.members)} member(s): its offsets can be "
+                f"deleted only while it has none.")
+        if err is not None:
+            return {"throttle_time_ms": 0, "error_code": err.code,
+                    "error_message": str(err) or err.name, "responses": []}
+        topics = self.topics()
+        responses = []
+        for t in body["topics"]:
+            name = t["topic_name"]
+            meta = topics.get(name)
+            out = {"topic_name": name, "topic_id": meta.topic_id if meta else NO_TOPIC_ID,
+                   "error_code": NONE, "error_message": None}
+            try:
+                if meta is None or self.state is None or not self.state.delete_group_topic(
+                        gid, meta.topic_id):
+                    raise errors.UnknownTopicOrPartitionError(
+                        f"Share group {gid} has no offsets of topic {name}.")
+            except KafkaError as exc:
+                out["error_code"], out["error_message"] = exc.code, str(exc) or exc.name
+            responses.append(out)
+        self.state_reset(gid)
+        return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
+                "responses": responses}
 
 
 def _offset_error(index: int, exc: KafkaError | None) -> dict:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -718,9 +719,21 @@ class TransactionCoordinator:
                 states.add(state)
         pids = set(body.get("producer_id_filters") or ())
         min_duration = body.get("duration_filter", -1)
+        pattern = body.get("transactional_id_pattern")
+        if pattern:
+            # v2 (KIP-1152): a regular expression the whole id must match
+            try:
+                matcher = re.compile(pattern)
+            except re.error as exc:
+                log.info("ListTransactions: invalid transactional_id_pattern %r: %s", pattern, exc)
+                return {"throttle_time_ms": 0,
+                        "error_code": errors.InvalidRegularExpressionError.code,
+                        "unknown_state_filters": [], "transaction_states": []}
         wall = self._clock()
         out = []
         for tid, meta in sorted(self.txns.items()):
+            if pattern and not matcher.fullmatch(tid):
+                continue
             if (states or unknown) and meta.state not in states:
                 continue
             if pids and meta.producer_id not in pids:

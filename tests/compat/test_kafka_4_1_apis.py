@@ -1,0 +1,286 @@
+"""The versions and APIs that make kafkalite's Kafka 4.1 claim whole, on the
+wire against the shared server: what a client pinned to Kafka 4.0 or 4.1
+sends (kafka-python with ``api_version=(4, 0)`` and ``(4, 1)`` takes that
+release's ranges without asking: Metadata v13, with Produce and Fetch at its
+own caps, v9 and v12; Produce v13 by topic id and Fetch v18 are sent here
+directly), each version bump's new fields, and the APIs a 4.1
+broker has that kafkalite answered with nothing before (delegation tokens,
+UpdateFeatures, UnregisterBroker, the raft voter APIs, ListConfigResources,
+DeleteShareGroupOffsets). A version kafkalite does not advertise closes the
+connection, as Kafka's SocketServer does; ApiVersions alone answers
+UNSUPPORTED_VERSION (KIP-511)."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from compat_helpers import KafkaWire, native_produce
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.structs import OffsetAndMetadata
+
+from harness import create, wait_until
+from kafkalite.protocol import ApiKey, encode_request
+from kafkalite.record import RecordBatchBuilder
+
+NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICATION_FACTOR = 0, 3, 38
+UNSUPPORTED_VERSION, INVALID_REQUEST, DELEGATION_TOKEN_AUTH_DISABLED = 35, 42, 61
+GROUP_ID_NOT_FOUND, INVALID_UPDATE_VERSION, UNKNOWN_TOPIC_ID = 69, 95, 100
+BROKER_ID_NOT_REGISTERED, INCONSISTENT_CLUSTER_ID = 102, 104
+TOPIC, BROKER, GROUP = 2, 4, 32
+
+
+def wire(server) -> KafkaWire:
+    return KafkaWire(server.kafka_bootstrap)
+
+
+def leader_wire(server, topic: str) -> KafkaWire:
+    w = wire(server)
+    try:
+        [t] = w.request(ApiKey.METADATA, 13, {"topics": [{"topic_id": uuid.UUID(int=0),
+                                                          "name": topic}]})["topics"]
+    finally:
+        w.close()
+    leader = t["partitions"][0]["leader_id"]
+    port = next(b["port"] for b in server.info["kafka_brokers"] if b["node_id"] == leader)
+    return KafkaWire(f"127.0.0.1:{port}")
+
+
+@pytest.mark.parametrize("pinned", [(4, 0), (4, 1)])
+def test_kafka_python_pinned_to_kafka_4_x_produces_consumes_and_commits(
+        server, topic_name, pinned):
+    """kafka-python pinned to a release sends that release's versions
+    (Metadata v13 for both); before, kafkalite closed the connection on
+    Metadata v13 and every call failed (its integration suite at 4.0 went
+    from 43 passing to 0)."""
+    topic = f"{topic_name}-{pinned[1]}"
+    common = {"bootstrap_servers": server.kafka_bootstrap, "api_version": pinned}
+    admin = KafkaAdminClient(**common)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        wait_until(lambda: topic in admin.list_topics(), 10, "the topic in Metadata")
+    finally:
+        admin.close()
+    producer = KafkaProducer(acks="all", **common)
+    try:
+        for i in range(5):
+            producer.send(topic, b"v%d" % i).get(timeout=20)
+    finally:
+        producer.close()
+    group = f"g-{topic}"
+    consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest",
+                             enable_auto_commit=False, **common)
+    try:
+        got: list = []
+
+        def read_all() -> bool:
+            for records in consumer.poll(500).values():
+                got.extend(r.value for r in records)
+            return len(got) >= 5
+        wait_until(read_all, 30, "the pinned consumer to read the 5 records")
+        assert got == [b"v%d" % i for i in range(5)]
+        tp = TopicPartition(topic, 0)
+        consumer.commit({tp: OffsetAndMetadata(5, "", -1)})
+        assert consumer.committed(tp) == 5
+    finally:
+        consumer.close()
+
+
+def test_a_version_not_advertised_closes_the_connection_as_kafka_does(server):
+    """Kafka's SocketServer closes a connection whose request has a version
+    it does not enable (only ApiVersions is answered, KIP-511): Metadata v14
+    is past Kafka 4.1's and kafkalite's."""
+    w = wire(server)
+    try:
+        body = encode_request(ApiKey.METADATA, 13, 1, "c", {"topics": []})
+        w.send_frame(body[:2] + (14).to_bytes(2, "big") + body[4:])
+        with pytest.raises(ConnectionError):
+            w.recv_frame()
+    finally:
+        w.close()
+
+
+def test_metadata_v13_answers_a_top_level_error_code(server):
+    w = wire(server)
+    try:
+        r = w.request(ApiKey.METADATA, 13, {"topics": None})
+        assert r["error_code"] == NONE and r["brokers"]
+    finally:
+        w.close()
+
+
+def test_produce_v13_names_topics_by_id_and_fetch_v18_reads_it(server, topic_name):
+    """KIP-516: Produce v13 carries topic ids, answered by id; an id the
+    broker does not know is UNKNOWN_TOPIC_ID. Fetch v18 (a consumer sends
+    no high watermark) reads both records."""
+    create(server, topic_name)
+    native_produce(server, topic_name, [(None, b"first", [])])
+    w = leader_wire(server, topic_name)
+    try:
+        [t] = w.request(ApiKey.METADATA, 13, {"topics": [{"topic_id": uuid.UUID(int=0),
+                                                          "name": topic_name}]})["topics"]
+        builder = RecordBatchBuilder()
+        builder.append(1_700_000_000_000, None, b"by id")
+        records = bytes(builder.build())
+        unknown = uuid.uuid4()
+        r = w.request(ApiKey.PRODUCE, 13, {"acks": -1, "timeout_ms": 10_000, "topic_data": [
+            {"topic_id": t["topic_id"], "partition_data": [{"index": 0, "records": records}]},
+            {"topic_id": unknown, "partition_data": [{"index": 0, "records": records}]}]})
+        by_id = {x["topic_id"]: x["partition_responses"][0] for x in r["responses"]}
+        assert (by_id[t["topic_id"]]["error_code"], by_id[t["topic_id"]]["base_offset"]) == (
+            NONE, 1)
+        assert by_id[unknown]["error_code"] == UNKNOWN_TOPIC_ID
+        r = w.request(ApiKey.FETCH, 18, {"max_wait_ms": 0, "min_bytes": 1, "topics": [
+            {"topic_id": t["topic_id"], "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+        [p] = r["responses"][0]["partitions"]
+        assert p["error_code"] == NONE and p["high_watermark"] == 2
+        assert b"first" in bytes(p["records"]) and b"by id" in bytes(p["records"])
+    finally:
+        w.close()
+
+
+def test_describe_groups_v6_tells_a_missing_group(server, group_name):
+    w = wire(server)
+    try:
+        [g] = w.request(ApiKey.DESCRIBE_GROUPS, 6, {"groups": [group_name]})["groups"]
+        assert g["error_code"] == GROUP_ID_NOT_FOUND and group_name in g["error_message"]
+        [g] = w.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group_name]})["groups"]
+        assert (g["error_code"], g["group_state"]) == (NONE, "Dead")
+    finally:
+        w.close()
+
+
+def test_describe_cluster_v2_marks_the_brokers_fenced_or_not(server):
+    w = wire(server)
+    try:
+        r = w.request(ApiKey.DESCRIBE_CLUSTER, 2, {"include_fenced_brokers": True})
+        assert r["error_code"] == NONE
+        assert {b["broker_id"] for b in r["brokers"]} == {
+            b["node_id"] for b in server.info["kafka_brokers"]}
+        assert not any(b["is_fenced"] for b in r["brokers"])
+    finally:
+        w.close()
+
+
+def test_alter_partition_reassignments_v1_can_forbid_a_replication_factor_change(
+        server, topic_name):
+    create(server, topic_name)
+    brokers = [b["node_id"] for b in server.info["kafka_brokers"]]
+    w = wire(server)
+    try:
+        r = w.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 1, {
+            "allow_replication_factor_change": False, "topics": [
+                {"name": topic_name, "partitions": [{"partition_index": 0,
+                                                     "replicas": brokers[:2]}]}]})
+        assert r["allow_replication_factor_change"] is False
+        [p] = r["responses"][0]["partitions"]
+        assert p["error_code"] == INVALID_REPLICATION_FACTOR
+        assert "allowReplicationFactorChange" in p["error_message"]
+    finally:
+        w.close()
+
+
+def test_list_transactions_v2_filters_by_a_transactional_id_pattern(server, topic_name):
+    create(server, topic_name)
+    for tid in (f"{topic_name}-a", f"{topic_name}-b"):
+        p = KafkaProducer(bootstrap_servers=server.kafka_bootstrap, transactional_id=tid)
+        p.init_transactions()
+        p.close()
+    w = wire(server)
+    try:
+        r = w.request(ApiKey.LIST_TRANSACTIONS, 2, {"transactional_id_pattern":
+                                                    f"{topic_name}-[a]"})
+        assert [t["transactional_id"] for t in r["transaction_states"]] == [f"{topic_name}-a"]
+        r = w.request(ApiKey.LIST_TRANSACTIONS, 2, {"transactional_id_pattern": "("})
+        assert r["error_code"] == 128                    # INVALID_REGULAR_EXPRESSION
+    finally:
+        w.close()
+
+
+def test_the_cluster_apis_answer_as_a_kafka_4_1_broker_configured_as_kafkalite_is(server):
+    """Delegation tokens disabled, features finalized where they are, a
+    static one-voter quorum, brokers that are a node's workers."""
+    w = wire(server)
+    try:
+        r = w.request(ApiKey.CREATE_DELEGATION_TOKEN, 3, {"renewers": [], "max_lifetime_ms": -1})
+        assert r["error_code"] == DELEGATION_TOKEN_AUTH_DISABLED
+        for api, version in ((ApiKey.RENEW_DELEGATION_TOKEN, 2),
+                             (ApiKey.EXPIRE_DELEGATION_TOKEN, 2)):
+            assert w.request(api, version, {"hmac": b"x"})["error_code"] == \
+                DELEGATION_TOKEN_AUTH_DISABLED
+        assert w.request(ApiKey.DESCRIBE_DELEGATION_TOKEN, 3, {"owners": None})[
+            "error_code"] == DELEGATION_TOKEN_AUTH_DISABLED
+        same = {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1}
+        r = w.request(ApiKey.UPDATE_FEATURES, 1, {"feature_updates": [
+            same, {**same, "max_version_level": 1, "upgrade_type": 2}]})
+        assert [x["error_code"] for x in r["results"]] == [NONE, INVALID_UPDATE_VERSION]
+        r = w.request(ApiKey.UPDATE_FEATURES, 2, {"feature_updates": [
+            {"feature": "metadata.version", "max_version_level": 25}]})
+        assert r["error_code"] == INVALID_UPDATE_VERSION and r["error_message"]
+        assert w.request(ApiKey.UPDATE_FEATURES, 2, {"feature_updates": [same]})[
+            "error_code"] == NONE
+        assert w.request(ApiKey.UNREGISTER_BROKER, 0, {"broker_id": 4242})[
+            "error_code"] == BROKER_ID_NOT_REGISTERED
+        assert w.request(ApiKey.UNREGISTER_BROKER, 0, {"broker_id": 0})[
+            "error_code"] == INVALID_REQUEST
+        r = w.request(ApiKey.ADD_RAFT_VOTER, 0, {"voter_id": 7, "listeners": []})
+        assert r["error_code"] == UNSUPPORTED_VERSION and "kraft.version" in r["error_message"]
+        r = w.request(ApiKey.REMOVE_RAFT_VOTER, 0, {"cluster_id": "another", "voter_id": 7})
+        assert r["error_code"] == INCONSISTENT_CLUSTER_ID
+    finally:
+        w.close()
+
+
+def test_list_config_resources_lists_topics_and_brokers(server, topic_name):
+    create(server, topic_name)
+    w = wire(server)
+    try:
+        assert w.request(ApiKey.LIST_CONFIG_RESOURCES, 0, {})["config_resources"] == []
+        r = w.request(ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": []})
+        listed = {(c["resource_name"], c["resource_type"]) for c in r["config_resources"]}
+        assert (topic_name, TOPIC) in listed and ("0", BROKER) in listed
+        r = w.request(ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [BROKER]})
+        assert {c["resource_type"] for c in r["config_resources"]} == {BROKER}
+        r = w.request(ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [99]})
+        assert r["error_code"] == UNSUPPORTED_VERSION
+    finally:
+        w.close()
+
+
+def test_delete_share_group_offsets_of_a_group_that_does_not_exist(server, group_name,
+                                                                   topic_name):
+    create(server, topic_name)
+    w = wire(server)
+    try:
+        r = w.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {
+            "group_id": group_name, "topics": [{"topic_name": topic_name}]})
+        assert r["error_code"] == GROUP_ID_NOT_FOUND and r["responses"] == []
+    finally:
+        w.close()
+
+
+def test_a_broker_answers_every_version_it_advertises(server):
+    """Never a closed connection for a version advertised: every API (but
+    the SASL exchange, answered only on SASL listeners) at every version,
+    with a body of defaults, gets an answer that decodes, from a broker
+    Metadata names (the bootstrap-only controller node leaves the data
+    APIs to them)."""
+    from kafkalite.protocol import SUPPORTED_VERSIONS
+    port = server.info["kafka_brokers"][0]["port"]
+    bodies = {ApiKey.PRODUCE: {"acks": 1}, ApiKey.ELECT_LEADERS: {"topic_partitions": []},
+              ApiKey.API_VERSIONS: {"client_software_name": "conformance",
+                                    "client_software_version": "1"}}
+    closed = []
+    for api, (low, high) in sorted(SUPPORTED_VERSIONS.items()):
+        if api in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            continue
+        for version in range(low, high + 1):
+            w = KafkaWire(f"127.0.0.1:{port}")
+            try:
+                w.request(api, version, dict(bodies.get(api, {})))
+            except ConnectionError as exc:
+                closed.append((api.name, version, str(exc)))
+            finally:
+                w.close()
+    assert not closed
