@@ -185,9 +185,11 @@ SETTINGS: dict[str, Setting] = {
                                          "and loses its leaderships.",
                                          ("broker.session.timeout.ms",)),
     "worker_orphan_timeout_ms": Setting(
-        "A worker whose supervisor died (kill -9, a crash) serves its partitions on and waits "
-        "this long for a new supervisor on the same data directory to adopt it, then exits. "
-        "0: it exits at once. A node of a cluster's workers always exit with it.",
+        "A worker whose supervisor died (kill -9, a crash) serves its partitions on until a "
+        "new supervisor on the same data directory adopts it (or, of another configuration, "
+        "replaces it), however long that takes; it exits if the data directory is removed. "
+        "A positive value bounds the wait, 0 exits at once. A node of a cluster's workers "
+        "always exit with it.",
         kafka_note="kafkalite's own: a Kafka broker is one process."),
     "auto_leader_rebalance_enable": Setting("Give leaderships back to preferred replicas.",
                                             ("auto.leader.rebalance.enable",)),
@@ -399,7 +401,9 @@ class ServerConfig:
     replica_local_reads: bool = True
     local_sockets: bool = True
     broker_session_timeout_ms: int = 6_000
-    worker_orphan_timeout_ms: int = 15_000
+    # -1: no bound: a fixed window let a slow restart (a loaded machine) find its workers
+    # gone (issue 68)
+    worker_orphan_timeout_ms: int = -1
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 30
     offsets_topic_num_partitions: int = 16
@@ -506,10 +510,11 @@ class ServerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise InvalidConfigurationError(f"{name} must be a positive integer, not {value!r}")
-        if type(self.worker_orphan_timeout_ms) is not int or self.worker_orphan_timeout_ms < 0:
+        if type(self.worker_orphan_timeout_ms) is not int or self.worker_orphan_timeout_ms < -1:
             raise InvalidConfigurationError(
                 f"worker_orphan_timeout_ms must be a whole number of milliseconds >= 0 "
-                f"(0: exit at once), not {self.worker_orphan_timeout_ms!r}")
+                f"(0: exit at once), or -1 (wait for the next supervisor however long), not "
+                f"{self.worker_orphan_timeout_ms!r}")
         if (not isinstance(self.max_connection_creation_rate, int)
                 or self.max_connection_creation_rate < 0):
             raise InvalidConfigurationError(

@@ -3,6 +3,7 @@ sockets, shared memory and files; clients from kafkalite.client and raw pyzmq.""
 import json
 import os
 import random
+import shutil
 import signal
 import struct
 import time
@@ -477,6 +478,32 @@ def test_workers_no_supervisor_adopts_exit_after_the_orphan_timeout(tmp_path):
     # they waited their timeout first (the supervisor's death is seen
     # within 0.1 s; the timeout counts from then)
     assert time.monotonic() - killed > 1.2
+
+
+def test_a_killed_supervisors_workers_serve_on_past_any_fixed_window(tmp_path, topic_name):
+    """Adoption depended on a 15 s window (worker_orphan_timeout_ms): a next
+    supervisor that took longer to start, on a loaded machine, found its
+    workers gone (issue 68, item 3). By default they serve on, however long;
+    removing the data directory is what stops them."""
+    srv = ServerProcess(str(tmp_path / "data")).start()
+    try:
+        create(srv, topic_name, 2)
+        pids = [w["pid"] for w in srv.refresh()["workers"]]
+        p = Producer(srv.config())
+        p.produce(topic_name, b"before", partition=0)
+        assert p.flush(30) == 0       # connected to the partition's worker
+        srv.proc.kill()
+        srv.proc.wait()
+        time.sleep(16.5)        # past the old window: the point of the test is the wait
+        assert all(pid_alive(p) for p in pids), "an orphaned worker exited"
+        p.produce(topic_name, b"served by an orphan", partition=0)
+        assert p.flush(30) == 0       # its clients are served all along
+        p.close()
+        shutil.rmtree(tmp_path / "data")
+        wait_until(lambda: not any(pid_alive(p) for p in pids), 15,
+                   lambda: f"the orphans {[p for p in pids if pid_alive(p)]} to exit")
+    finally:
+        srv.kill()
 
 
 def test_a_second_server_on_the_same_data_dir_is_refused(server):

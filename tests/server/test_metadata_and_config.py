@@ -145,7 +145,8 @@ def test_server_config_from_toml_and_flags(tmp_path):
         ServerConfig(port=70000)
     with pytest.raises(InvalidConfigurationError, match="segment.bytes"):
         ServerConfig(topic_defaults={"segment.bytes": "x"})
-    for bad in (-1, 1.5, "15000"):
+    for bad in (-2, 1.5, "15000"):
         with pytest.raises(InvalidConfigurationError, match="worker_orphan_timeout_ms"):
             ServerConfig(worker_orphan_timeout_ms=bad)
     assert ServerConfig(worker_orphan_timeout_ms=0).worker_orphan_timeout_ms == 0
+    assert ServerConfig().worker_orphan_timeout_ms == -1        # no bound (issue 68)

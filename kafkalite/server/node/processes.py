@@ -20,9 +20,10 @@ node is ready: that is still when every worker has opened its partitions.
 
 Each worker holds ``<data dir>/.workers/<index>.lock`` for its life
 (``lock_worker``). A worker whose supervisor died (kill -9, a crash) serves
-on -- its Kafka clients keep producing and fetching -- and waits
-``worker_orphan_timeout_ms`` for a new supervisor to adopt it
-(``take_workers``): the new supervisor finds it by its lock, writes where
+on -- its Kafka clients keep producing and fetching -- until a new
+supervisor adopts it (``take_workers``), however long that takes
+(``worker_orphan_timeout_ms`` -1 by default; worker.py): the new
+supervisor finds it by its lock, writes where
 its control channel is (``SUPERVISOR_FILE``) and starts only the workers
 that are not running. A worker it finds that does not say hello within
 ``ADOPT_WAIT_S`` (stopped, starved) or runs another configuration is killed

@@ -327,24 +327,28 @@ class Worker:
 
     def _check_supervisor(self, now: float) -> None:
         """Is the supervisor alive? A worker whose supervisor died serves
-        on and waits ``worker_orphan_timeout_ms`` for a new one to adopt it
-        (processes.take_workers): its clients keep producing and fetching
-        meanwhile, and the next supervisor has nothing to reopen. A
-        cluster's node stops with its workers (broker_node.py restarts
-        them)."""
+        on until a new one adopts it (processes.take_workers), however long
+        its start takes (``worker_orphan_timeout_ms`` -1, the default; a
+        positive value bounds the wait): its clients keep producing and
+        fetching meanwhile, and the next supervisor has nothing to reopen.
+        A supervisor that takes the data directory and does not adopt it
+        kills it (processes.fence_stale_workers); one whose data directory
+        was removed has nothing to serve and exits. A cluster's node stops
+        with its workers (broker_node.py restarts them)."""
         if self._orphaned_at is None:
             alive = pid_alive(self._parent) if self._adopted else os.getppid() == self._parent
             if alive:
                 if self.config.cluster:
                     self._check_controller_file()
                 return
-            timeout_s = self.config.worker_orphan_timeout_ms / 1000.0
-            if self.config.cluster or timeout_s <= 0:
+            timeout_ms = self.config.worker_orphan_timeout_ms
+            if self.config.cluster or timeout_ms == 0:
                 log.error("worker %d: the supervisor is gone; shutting down", self.index)
                 self._stop = True
                 return
             log.warning("worker %d: the supervisor (pid %d) is gone; serving on and waiting "
-                        "%.0f s for a new one", self.index, self._parent, timeout_s)
+                        "%s for a new one", self.index, self._parent,
+                        "however long it takes" if timeout_ms < 0 else f"{timeout_ms / 1000:g} s")
             self._orphaned_at = now
             if self.relay is not None:
                 self._drop_relay("the supervisor is gone")
@@ -361,9 +365,14 @@ class Worker:
                 coordinator, self.coordinator = self.coordinator, None
                 coordinator.close()
         found = read_supervisor(self.config.data_dir)
+        timeout_ms = self.config.worker_orphan_timeout_ms
         if found is not None and found["pid"] != self._parent and pid_alive(found["pid"]):
             self._rehome(found["pid"], found["control"])
-        elif now - self._orphaned_at > self.config.worker_orphan_timeout_ms / 1000.0:
+        elif not os.path.isdir(self.config.data_dir):
+            log.error("worker %d: its data directory %s is gone; shutting down", self.index,
+                      self.config.data_dir)
+            self._stop = True
+        elif 0 < timeout_ms < (now - self._orphaned_at) * 1000:
             log.error("worker %d: no supervisor adopted it in %.0f s; shutting down",
                       self.index, now - self._orphaned_at)
             self._stop = True
