@@ -23,6 +23,7 @@ import hashlib
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,31 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCAC
 def pytest_unconfigure(config):
     if _PYCACHE is not None and not hasattr(config, "workerinput"):
         shutil.rmtree(_PYCACHE, ignore_errors=True)
+
+
+def pytest_sessionfinish(session):
+    """Workers a test's killed supervisor left behind, which no server
+    adopted or stopped, serve on until their data directory goes (issue 68):
+    the run kills those under its temporary directories at its end."""
+    if hasattr(session.config, "workerinput"):
+        return          # the controlling process's basetemp holds every worker's
+    try:
+        base = str(session.config._tmp_path_factory.getbasetemp())
+    except (AttributeError, OSError, ValueError):
+        return
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"kafkalite.server.node.worker" in argv and base.encode() in b" ".join(argv):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 # The unit tier: packages and modules whose tests run in this process only
 # (a test among them that starts processes is marked ``processes``).
