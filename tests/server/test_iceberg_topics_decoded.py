@@ -41,10 +41,10 @@ CLICK_V2 = {**CLICK_V1, "fields": CLICK_V1["fields"] + [
     {"name": "session", "type": "string", "default": "none"}]}
 
 
-def _create(server, topic, mode, partitions=2):
+def _create(server, topic, mode, partitions=2, lag_ms=100):
     admin = AdminClient({"bootstrap.servers": server.kafka_bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1, config={
-        "iceberg.mode": mode, "iceberg.target.lag.ms": "100"})])[topic].result(30)
+        "iceberg.mode": mode, "iceberg.target.lag.ms": str(lag_ms)})])[topic].result(30)
 
 
 def _click(i: int, v2: bool = False) -> dict:
@@ -270,4 +270,61 @@ def test_a_newer_schema_that_widens_int_to_long_widens_the_column(server, topic_
         .field_type.__class__.__name__ == "LongType"
     rows = _rows(server, topic_name)
     assert [rows[(0, o)]["qty"] for o in range(5)] == [0, 1, 2] + big
+    assert not table_offsets(server.data_dir, topic_name + "~dlq")
+
+
+VISIT_V1 = {"type": "record", "name": "Visit", "namespace": "demo", "fields": [
+    {"name": "user", "type": "string"},
+    {"name": "n", "type": "int"}]}
+# v2: an optional field; v3: a field with a default, and n widened int -> long
+VISIT_V2 = {**VISIT_V1, "fields": VISIT_V1["fields"] + [
+    {"name": "page", "type": ["null", "string"], "default": None}]}
+VISIT_V3 = {**VISIT_V2, "fields": [VISIT_V1["fields"][0], {"name": "n", "type": "long"},
+                                   VISIT_V2["fields"][2],
+                                   {"name": "country", "type": "string", "default": "nl"}]}
+
+
+def _visits(serializers, ctx, first: int, count: int, order: tuple[int, ...]):
+    """``count`` Visits from ``first`` on, the i-th under schema order[i % len(order)]
+    (1, 2, 3), with the row the table should hold for each."""
+    values, expected = [], []
+    for i in range(first, first + count):
+        version = order[i % len(order)]
+        row = {"user": f"u{i}", "n": i, "page": None, "country": None}
+        value = {"user": row["user"], "n": i}
+        if version >= 2:
+            row["page"] = value["page"] = f"/p/{i}"
+        if version == 3:
+            row["n"] = value["n"] = i + (1 << 40)
+            row["country"] = value["country"] = f"c{i % 4}"
+        values.append((0, serializers[version](value, ctx)))
+        expected.append(row)
+    return values, expected
+
+
+def test_schemas_evolved_in_any_order_before_and_between_commits(server, topic_name):
+    # one commit of records under three schemas the table has never seen: the
+    # old code unioned each into one schema update against the table's schema
+    # before it, so each added `user` again with a new field id, and every
+    # commit failed for ever ("multiple fields for name user: 10 and 12")
+    _create(server, topic_name, "value_schema_id_prefix", partitions=1, lag_ms=3000)
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    serializers = {v: _serializer(server, s)
+                   for v, s in ((1, VISIT_V1), (2, VISIT_V2), (3, VISIT_V3))}
+    first, expected = _visits(serializers, ctx, 0, 30, (1,) * 10 + (2,) * 10 + (3,) * 10)
+    _produce(server, topic_name, first)
+    _wait_covered(server, topic_name, {0: 30})
+    table = load_table(server.data_dir, topic_name)
+    assert [s.summary["kafkalite.next-offset.0"] for s in table.snapshots()] == ["30"], \
+        "the three schemas were not in one commit"
+    # between commits, the three in turns (a record of v1 after v3's)
+    later, more = _visits(serializers, ctx, 30, 30, (3, 1, 2))
+    _produce(server, topic_name, later)
+    _wait_covered(server, topic_name, {0: 60})
+    table = load_table(server.data_dir, topic_name)
+    assert [f.name for f in table.schema().fields] == \
+        ["redpanda", "user", "n", "page", "country"]
+    assert table.schema().find_field("n").field_type.__class__.__name__ == "LongType"
+    rows = _rows(server, topic_name)
+    assert [_value_columns(rows[(0, o)]) for o in range(60)] == expected + more
     assert not table_offsets(server.data_dir, topic_name + "~dlq")

@@ -20,6 +20,10 @@ whole time.
   the metrics port; once the store is back the copies resume, the lag
   goes to 0, the local disk shrinks back, the half copy's objects are
   deleted, and every record reads back from offset 0.
+- The S3 server stops for OUTAGE_S and comes back: the worker answers
+  Metadata throughout and is never fenced (its loop never waits on the
+  store, neither while it is down nor as it answers again), and the
+  outage is a dozen lines of log at most, not a line per retry.
 
 Each run's checkers (``check_read_back``, ``check_remote_listing``) are
 first shown to catch faults planted in that run's own data."""
@@ -36,6 +40,7 @@ import urllib.request
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.error import KafkaException
 
 from harness import (ServerProcess, kafka_read_from_zero, local_segments, stop_server,
                      wait_until)
@@ -50,6 +55,13 @@ LOCAL_RETENTION_BYTES = 32768
 SEGMENT_FILE = "segment.log"
 ACK_STALL_S = 10.0      # the longest the acknowledgements may stop while the store is down
 RETENTION_STALL_S = 5.0  # ... while remote deletes wait on it (no store call on the worker's loop)
+OUTAGE_S = 40.0         # the outage of the store that comes back
+RETURN_S = 45.0         # how long after its return the worker is watched
+# the longest a Metadata request may wait, outage and return alike: under the
+# 6 s without a heartbeat that fences a worker, above what a 2-core machine
+# shared with other runs holds a process up now and then
+METADATA_STALL_S = 4.0
+OUTAGE_LINES = 12       # the warnings and errors one outage and its end may log, at most
 
 
 # ---- checkers -----------------------------------------------------------------------------
@@ -640,4 +652,96 @@ def test_a_deleted_topics_remote_deletes_survive_a_kill_9_of_the_worker(tmp_path
                        60, lambda: f"the deleted topic's copies gone from the bucket: "
                                    f"{sorted(_bucket_copies(s3, partition))}")
         finally:
+            stop_server(srv)
+
+
+class MetadataProbe(threading.Thread):
+    """A Metadata request for ``topic`` every 0.2 s until ``stop``;
+    ``slowest`` is the longest one took to be answered (a worker whose loop
+    stops answers none: that long, up to the probe's 30 s)."""
+
+    def __init__(self, bootstrap, topic):
+        super().__init__(daemon=True)
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.topic = topic
+        self.stopping = threading.Event()
+        self.slowest = (0.0, None)      # (seconds, time.monotonic() it was asked)
+        self.errors: list = []
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            asked = time.monotonic()
+            try:
+                self.admin.list_topics(self.topic, timeout=30)
+            except KafkaException as exc:
+                self.errors.append(exc)
+            took = time.monotonic() - asked
+            if took > self.slowest[0]:
+                self.slowest = (took, asked)
+            self.stopping.wait(0.2)
+
+
+def _warnings(output: str) -> list[str]:
+    return [line for line in output.splitlines() if " WARNING " in line or " ERROR " in line]
+
+
+def test_the_worker_serves_on_through_an_s3_outage_and_its_end(tmp_path, monkeypatch):
+    """The store stopped for OUTAGE_S while a producer streams to a tiered
+    partition, then started again: the worker's loop answers Metadata
+    within METADATA_STALL_S the whole time and beats to the supervisor
+    (never fenced, never restarted), and the outage logs at most
+    OUTAGE_LINES lines: its failures once as they start, with their count
+    once the store answers. (The old code handed the copier 16 new copies
+    at every housekeeping of the outage, abandoning each batch for
+    deletion and logging every failed delete at every retry: hundreds of
+    lines; when the store answered, each confirmed delete rewrote the
+    partition's whole metadata file on the loop: seconds without a
+    heartbeat, fenced after 6 s on a slower disk.)"""
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    with moto_s3_server(BUCKET) as s3_server:
+        s3 = _s3_client(s3_server.endpoint)
+        srv = _server(tmp_path, s3_server.endpoint, workers=1)
+        producer = probe = None
+        try:
+            topic = "tiered-outage-and-back"
+            _create(srv, topic)
+            pid = srv.worker_pid(0)
+            producer = Producer(srv.kafka_bootstrap, topic, random.Random(SEED))
+            producer.start()
+            directory = _partition_dir(srv, topic)
+            _wait_copied(directory, 2, "segments copied before the outage")
+            probe = MetadataProbe(srv.kafka_bootstrap, topic)
+            probe.start()
+            before = len(_warnings(srv.output()))
+
+            s3_server.stop()
+            down = time.monotonic()
+            wait_until(lambda: time.monotonic() - down > OUTAGE_S
+                       and not producer.stalled(down, ACK_STALL_S), OUTAGE_S + 30,
+                       f"{OUTAGE_S:.0f} s of outage, acknowledgements coming")
+            s3_server.start()
+            back = time.monotonic()
+            # the copies resume after their backoff (30 s at most), then catch up
+            wait_until(lambda: time.monotonic() - back > RETURN_S, RETURN_S + 30,
+                       "the return of the store to be a while ago")
+            probe.stopping.set()
+            probe.join(35)
+            slowest, asked = probe.slowest
+            print(f"the slowest Metadata: {slowest:.2f} s, asked {asked - back:+.1f} s from the "
+                  f"store's return; acks since: {producer.acks_since(back)}")
+            assert slowest <= METADATA_STALL_S, \
+                f"a Metadata request waited {slowest:.1f} s ({asked - back:+.1f} s from the return)"
+            assert not probe.errors, probe.errors[:3]
+            _not_fenced(srv, pid)
+            lines = _warnings(srv.output())[before:]
+            assert len(lines) <= OUTAGE_LINES, \
+                f"{len(lines)} lines logged over the outage, e.g.\n" + "\n".join(lines[:8])
+            assert any("succeed again" in line for line in lines), lines
+            producer.finish()
+            _check_whole(srv, topic, producer, s3)
+        finally:
+            if probe is not None:
+                probe.stopping.set()
+            if producer is not None and producer.is_alive():
+                producer.stopping.set()
             stop_server(srv)

@@ -238,23 +238,29 @@ class TopicTable:
 
     def append(self, table, partition: int, next_offset: int, records_of,
                evolve=()) -> None:
-        """One snapshot on ``table`` as loaded: the columns of the Arrow
-        schemas ``evolve`` added where the table has not got them, the
-        records ``records_of(arrow_schema)`` gives (in the table's schema
-        after that) appended, and ``next_offset`` recorded as the partition's
-        (the others' copied). Raises CommitFailedException when the table
-        changed since it was loaded."""
+        """One snapshot on ``table`` as loaded: the table's schema merged
+        with the Arrow schemas ``evolve``, in their order (columns added,
+        types promoted), the records ``records_of(arrow_schema)`` gives (in
+        the table's schema after that) appended, and ``next_offset``
+        recorded as the partition's (the others' copied). Raises
+        CommitFailedException when the table changed since it was loaded."""
         offsets = committed_offsets(table)
         offsets[partition] = max(next_offset, offsets.get(partition, 0))
         summary = {f"{NEXT_OFFSET}{p}": str(o) for p, o in sorted(offsets.items())}
         with table.transaction() as tx:
             current = tx.table_metadata.schema()
-            new = [s for s in evolve if _adds_columns(current.as_arrow(), s)
-                   or merged_schema(table, current, s).as_struct() != current.as_struct()]
-            if new:
+            # one schema the table becomes, unioned once: pyiceberg's
+            # union_by_name matches names against the schema its update
+            # started from, not its own pending changes, so a second value
+            # schema unioned into the same update would add its columns
+            # again under new field ids (two ``user`` columns, 10 and 12:
+            # a schema the commit refuses, every time it is tried)
+            target = current
+            for schema in evolve:
+                target = merged_schema(table, target, schema)
+            if target.as_struct() != current.as_struct():
                 with tx.update_schema() as update:
-                    for schema in new:
-                        update.union_by_name(schema)
+                    update.union_by_name(target)
             records = records_of(tx.table_metadata.schema().as_arrow())
             with tx.update_snapshot(snapshot_properties=summary).fast_append() as files:
                 # no records (only aborted ones or markers): a snapshot of no
@@ -341,27 +347,6 @@ def merged_schema(table, current, schema):
         return update._apply()
     except (ValidationError, ResolveError, ValueError, TypeError) as exc:
         raise SchemaMismatch(str(exc)) from None
-
-
-def _adds_columns(current, schema) -> bool:
-    """Whether the Arrow ``schema`` has a field (at any depth) ``current`` has not."""
-    pa = _arrow()
-
-    def missing(have, want) -> bool:
-        if pa.types.is_struct(want):
-            if not pa.types.is_struct(have):
-                return False
-            names = {have.field(i).name: have.field(i).type for i in range(have.num_fields)}
-            return any(want.field(i).name not in names
-                       or missing(names[want.field(i).name], want.field(i).type)
-                       for i in range(want.num_fields))
-        if (pa.types.is_list(want) or pa.types.is_large_list(want)) and \
-                (pa.types.is_list(have) or pa.types.is_large_list(have)):
-            return missing(have.value_type, want.value_type)
-        if pa.types.is_map(want) and pa.types.is_map(have):
-            return missing(have.item_type, want.item_type)
-        return False
-    return missing(pa.struct(list(current)), pa.struct(list(schema)))
 
 
 def columns_to_table(cols, partition: int, keep: np.ndarray | None = None):

@@ -12,6 +12,8 @@ remote store and read back from it once their local copies are gone.
 - remote_log.py: the partition's side of Kafka's RemoteLogManager: what to
   copy, what remote segments total retention deletes, reads below the local
   log start offset, and the per-topic counts of copies and reads;
+- store_backoff.py: how one kind of a partition's store calls is faring:
+  the backoff after a failure and the two lines an outage is logged as;
 - remote_log_reader.py: Kafka's RemoteLogReader pool, the threads that
   download remote segments for reads so that the owner's event loop never
   waits for the store.

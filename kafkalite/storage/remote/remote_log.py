@@ -1,7 +1,7 @@
 """A tiered partition's remote side (the per-partition part of Kafka's
 RemoteLogManager: its copy task, its expiration task and its reads).
 
-One module of about 1,030 lines, with reason for now: the copies, the
+One module of about 1,140 lines, with reason for now: the copies, the
 deletes, the reads and the claim of the shared metadata all change the
 same entries and wait on the same copier-thread futures; the leadership
 part (``lead`` to ``_maybe_refresh``) is the next to go to a module of its
@@ -61,12 +61,17 @@ from ``housekeeping`` and ``read``:
   (``retention_highest_offset``).
 - a copy that fails (the store down, a full disk) is abandoned with those
   queued behind it: DELETE_SEGMENT_STARTED, and the store's delete of
-  whatever each put, on the copier thread; an entry goes once the store
-  confirms its delete, and a delete that fails (or one the open could not
-  make) is tried again at a later ``copy_segments`` (after a backoff, per
-  entry, ended once the store answers), so the store keeps
-  no object the metadata does not name. No store call of a copy or of a
-  delete runs on the owner's thread (at the open neither).
+  whatever each put, on the copier thread; entries go once the store
+  confirms their deletes (those confirmed together in one write), and a
+  delete that fails (or one the open could not make) is tried again at a
+  later ``copy_segments``, so the store keeps no object the metadata does
+  not name. Each kind of store call (copies, deletes, writes and reads of
+  the shared metadata) backs off after a failure and is logged once as it
+  starts failing and once as it succeeds again (store_backoff.py); while
+  copies fail, one at a time tries the store. No store call of a copy or
+  of a delete runs on the owner's thread (at the open neither), and what
+  the owner does per call is bounded (DELETES_QUEUED deletes handed over,
+  one metadata write for those confirmed), whatever an outage left.
 
 Who may call: the owner of the partition log, from its thread. The copies
 themselves run on one background thread per process (``kafkalite-remote-copy``):
@@ -111,7 +116,8 @@ from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogS
                                                RemoteLogSegmentState)
 from kafkalite.storage.remote.metadata_store import (RemoteLogMetadataFenced,
                                                      SharedRemoteLogMetadata, partition_key)
-from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER, RETRY_MAX_S, RETRY_MIN_S
+from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER
+from kafkalite.storage.remote.store_backoff import StoreBackoff
 from kafkalite.storage.remote.storage_manager import (LogSegmentData, RemoteLogSegmentId,
                                                       RemoteStorageError, RemoteStorageManager)
 from kafkalite.storage.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
@@ -136,6 +142,7 @@ CACHED_TXN_INDEXES = 1024      # remote segments' transaction indexes kept fetch
 READ_AHEAD_SEGMENTS = 2         # remote segments downloaded ahead of a background read
 _FETCH_CHUNK = 8 << 20          # bytes per ranged fetch when filling the cache
 COPIES_QUEUED = 16              # segments of a partition handed to the copier at once
+DELETES_QUEUED = 16             # store deletes of a partition handed to the copier at once
 FOLLOWER_REFRESH_S = 1.0        # a follower behind on what is copied reads the shared metadata
 FOLLOWER_IDLE_REFRESH_S = 30.0  # at most this often, one that is not at most this often
 # how far along an entry is, for merging two views of one (a claim)
@@ -233,7 +240,7 @@ class RemoteLog:
         self._fenced = False
         self._version = -1              # newest version read or written (copier thread only)
         self._publish: concurrent.futures.Future | None = None  # the last metadata write
-        self._publish_needed = False    # the last one failed: written again at the next call
+        self._publish_needed = False    # a write is owed (the last failed, or backing off)
         # the last offset copied that the shared metadata says is (what local
         # retention may delete up to: a copy finished here and not written there
         # yet would be lost to a new leader)
@@ -253,13 +260,16 @@ class RemoteLog:
         # the store's deletes of abandoned copies under way on the copier thread,
         # by segment id (their entries are DELETE_SEGMENT_STARTED meanwhile)
         self._deleting: dict[str, concurrent.futures.Future] = {}
-        # the deletes that failed: segment id -> (not tried again before this
-        # time.monotonic(), the wait after the next failure); why: a store
-        # that is down fails every delete, and resubmitting them at every
-        # housekeeping kept the copier thread busy with them, the copies
-        # queued behind. Emptied once the store answers (a delete or a copy
-        # succeeds): the others are tried again at once.
-        self._delete_retry: dict[str, tuple[float, float]] = {}
+        # how the store has been answering each kind of call (store_backoff.py):
+        # a kind that fails backs off (a store that is down, each call tried
+        # again at every housekeeping, kept the copier thread busy failing and
+        # the log full: each failed copy abandoned a batch of 16, each listed
+        # for deletion, each failed delete logged at each retry) and is logged
+        # once as it starts failing, once as it succeeds again
+        self._copies_tried = StoreBackoff(log, name, "copies to remote storage")
+        self._deletes_tried = StoreBackoff(log, name, "deletes of remote segments")
+        self._writes_tried = StoreBackoff(log, name, "writes of the remote log metadata")
+        self._reads_tried = StoreBackoff(log, name, "reads of the remote log metadata")
         # downloads under way on a reader's threads (segment id -> future), the
         # reader while the owner reads in the background, and the downloads
         # that failed since (their error goes to the next read of the segment)
@@ -305,11 +315,13 @@ class RemoteLog:
         return RemoteLogSegmentId(os.path.basename(os.path.normpath(self.directory)), meta.id)
 
     def _finish_interrupted(self) -> None:
-        for meta in self.metadata.all:
-            if meta.state is S.COPY_SEGMENT_STARTED:
-                log.warning("%s: deleting the remote copy of segment %d that a crash left "
-                            "unfinished", self.name, meta.base_offset)
-                self.metadata.update_state(meta.id, S.DELETE_SEGMENT_STARTED, self._clock())
+        unfinished = [m for m in self.metadata.all if m.state is S.COPY_SEGMENT_STARTED]
+        if unfinished:
+            log.warning("%s: deleting the remote copies of %d segment(s) a crash left "
+                        "unfinished, from %d", self.name, len(unfinished),
+                        unfinished[0].base_offset)
+            self.metadata.update_states([m.id for m in unfinished], S.DELETE_SEGMENT_STARTED,
+                                        self._clock())
         # the store's deletes go on the copier thread: a store that is down
         # (each try waiting on the client's retries) does not hold up the open;
         # what it could not delete stays listed, and is deleted at a later call
@@ -358,6 +370,8 @@ class RemoteLog:
         if self._claimed:
             return True
         if self._claim is None:
+            if not (wait or self._reads_tried.due()):
+                return False
             self._claim = _copier.submit(self._read_newest)
         if wait:
             concurrent.futures.wait([self._claim])
@@ -367,9 +381,9 @@ class RemoteLog:
         try:
             newest = claim.result()
         except Exception as exc:
-            log.warning("%s: cannot read the remote log metadata, tried again later: %s",
-                        self.name, exc)
+            self._reads_tried.failed(exc)
             return False
+        self._reads_tried.succeeded()
         if newest is not None and newest.leader_epoch > self._epoch:
             log.warning("%s: the remote log metadata was written at leader epoch %d, newer "
                         "than this leader's %d: nothing copied", self.name,
@@ -420,10 +434,15 @@ class RemoteLog:
         return sorted(entries.values(), key=lambda s: s.base_offset)
 
     def _changed(self) -> None:
-        """The entries changed here: the shared metadata follows (one write)."""
+        """The entries changed here: the shared metadata follows (one write;
+        while the writes back off, the next one, which takes this change too)."""
+        if self._writes_tried.failing and not self._writes_tried.due():
+            self._publish_needed = True
+            return
         self._publish_now()
 
     def _publish_now(self, claim: bool = False) -> None:
+        self._publish_needed = False        # owed no more: written now, or nothing to write
         if self._shared is None or self._epoch is None or self._fenced:
             return
         if not (self._leading and self._claimed) and not (self._copying or self._mine):
@@ -431,7 +450,6 @@ class RemoteLog:
         snapshot = self.metadata.all
         if self._leading:
             self._mine.update(m.id for m in snapshot if m.state is not S.COPY_SEGMENT_FINISHED)
-        self._publish_needed = False
         self._publish = _copier.submit(self._write_version, self._epoch, snapshot, claim)
 
     def _write_version(self, epoch: int, snapshot, claim: bool) -> int:
@@ -460,6 +478,7 @@ class RemoteLog:
             return
         try:
             self._shared_highest = publish.result()
+            self._writes_tried.succeeded()
         except RemoteLogMetadataFenced as exc:
             log.warning("%s: deposed: %s; its copies under way are abandoned", self.name, exc)
             self._fenced = True
@@ -470,8 +489,7 @@ class RemoteLog:
             self._mine.clear()
             self._refreshed_at = 0.0
         except Exception as exc:
-            log.warning("%s: cannot write the remote log metadata, tried again later: %s",
-                        self.name, exc)
+            self._writes_tried.failed(exc)
             self._publish = None
             self._publish_needed = True
 
@@ -501,8 +519,9 @@ class RemoteLog:
         try:
             newest = refresh.result()
         except Exception as exc:
-            log.warning("%s: cannot read the remote log metadata: %s", self.name, exc)
+            self._reads_tried.failed(exc)
             return
+        self._reads_tried.succeeded()
         if newest is None:
             return
         self._take(newest.segments)
@@ -585,16 +604,22 @@ class RemoteLog:
         none is left in flight, hand the copier the next ones (at most
         COPIES_QUEUED). With ``wait``, every such segment is copied before
         the call returns; without ``start`` (a leader no more), none is
-        started. Returns how many copies finished. A failed copy
-        raises RemoteStorageError: it is abandoned, and so are the copies
-        queued behind it (finishing them would leave a gap that local
-        retention takes for copied), their objects deleted in the
-        background (see ``_delete_abandoned``); they are copied again under
-        new ids at a later call."""
+        started. Returns how many copies finished. A failed copy is
+        abandoned, and so are the copies queued behind it (finishing them
+        would leave a gap that local retention takes for copied), their
+        objects deleted in the background (see ``_delete_abandoned``); they
+        are copied again under new ids at a later call, after a backoff
+        (store_backoff.py), one at a time until a copy succeeds, and none
+        while the shared metadata cannot be written (each would fail
+        behind the write). With ``wait`` a failed copy raises
+        RemoteStorageError; without, the backoff logs it (once, as the
+        copies start failing)."""
         if self._shared is not None:
             self._poll_publish(wait)
-            if self._publish_needed:
+            if self._publish_needed and (wait or self._writes_tried.due()):
                 self._publish_now(claim=self._leading and self._claimed)
+            if self._writes_tried.failing and not wait:
+                start = False       # the write tried again alone, until it succeeds
             if not self._leading or self._fenced:
                 start = False
                 if not self._leading:
@@ -607,13 +632,16 @@ class RemoteLog:
                 finished += self._finish_copies(wait)
             finally:
                 self._delete_abandoned(wait)
-            if self._copying or not start:
+            if self._copying or not start or not (wait or self._copies_tried.due()):
                 return finished
+            # while the copies fail, one tries the store: a batch behind it
+            # would be abandoned with it
+            batch = 1 if self._copies_tried.failing and not wait else COPIES_QUEUED
             todo = []
             for seg in segments:
                 if seg.next_offset - 1 <= self.highest_offset or seg.is_empty:
                     continue
-                if seg.next_offset > last_stable_offset or len(todo) == COPIES_QUEUED:
+                if seg.next_offset > last_stable_offset or len(todo) == batch:
                     break
                 todo.append(seg)
             if not todo:
@@ -624,25 +652,29 @@ class RemoteLog:
 
     def _finish_copies(self, wait: bool) -> int:
         """Finish the copies done, in offset order, up to the first one not
-        done (with ``wait``: all), their COPY_SEGMENT_FINISHED in one write."""
-        done = []
+        done (with ``wait``: all), their COPY_SEGMENT_FINISHED in one write.
+        A failed one raises with ``wait`` only (see ``copy_segments``)."""
+        done, failed = [], False
         try:
             while self._copying and (wait or self._copying[0][0].done()):
                 future, meta = self._copying.popleft()
                 try:
                     future.result()
-                except BaseException:
+                except Exception as exc:
                     REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_ERRORS)
+                    failed = True
+                    self._copies_tried.failed(exc)
                     # the failed copy may have put some of its objects (a store lost
                     # midway cannot delete them), and those queued behind it may be
                     # under way: all are abandoned, their objects deleted by id on the
                     # copier thread, after them, without holding up this thread
-                    self._abandon(meta)
-                    for later, later_meta in self._copying:
+                    for later, _ in self._copying:
                         later.cancel()
-                        self._abandon(later_meta)
+                    self._abandon([meta] + [m for _, m in self._copying])
                     self._copying.clear()
-                    raise
+                    if wait:
+                        raise
+                    break
                 done.append(meta)
         finally:
             # those that succeeded before a failure are finished all the same
@@ -650,42 +682,52 @@ class RemoteLog:
                 self.metadata.update_states([m.id for m in done], S.COPY_SEGMENT_FINISHED,
                                             self._clock())
                 self._changed()
-                self._delete_retry.clear()      # the store answers again
+                if not failed:
+                    self._copies_tried.succeeded()
+                self._deletes_tried.retry_now()     # the store answers again
                 for meta in done:
                     REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_BYTES, meta.size)
                     log.info("%s: copied segment %d..%d (%d bytes) to remote storage",
                              self.name, meta.base_offset, meta.end_offset, meta.size)
         return len(done)
 
-    def _abandon(self, meta: RemoteLogSegmentMetadata) -> None:
-        """An unfinished copy will not be finished: DELETE_SEGMENT_STARTED,
-        and ``_delete_abandoned`` deletes whatever of it the store holds."""
-        self.metadata.update_state(meta.id, S.DELETE_SEGMENT_STARTED, self._clock())
+    def _abandon(self, metas: list[RemoteLogSegmentMetadata]) -> None:
+        """Unfinished copies that will not be finished: DELETE_SEGMENT_STARTED
+        (one write), and ``_delete_abandoned`` deletes whatever of them the
+        store holds."""
+        self.metadata.update_states([m.id for m in metas], S.DELETE_SEGMENT_STARTED,
+                                    self._clock())
         self._changed()
 
     def _delete_abandoned(self, wait: bool) -> None:
         """The store's deletes of the copies whose entries say
         DELETE_SEGMENT_STARTED (abandoned, or a delete that a crash or the
         store interrupted), on the copier thread (behind any copy of the
-        same segment still under way there: one thread, in order); an entry
-        goes (DELETE_SEGMENT_FINISHED) once its delete succeeded, and one
-        that failed is tried again at a later call, RETRY_MIN_S after its
-        failure, doubling at each failure up to RETRY_MAX_S (as the node's
-        deleter backs off), so no object the metadata no longer names is
-        left in the store. With ``wait`` (a caller that waits for the
-        store), every delete is made now, backing off or not, and ends
-        before the call returns."""
-        now = time.monotonic()
-        for meta in self.metadata.all:
-            if meta.state is S.DELETE_SEGMENT_STARTED and meta.id not in self._deleting:
+        same segment still under way there: one thread, in order), at most
+        DELETES_QUEUED at a time; the entries whose deletes succeeded go
+        (DELETE_SEGMENT_FINISHED) together, in one write of the metadata
+        file and one of the shared metadata, however many there are (each
+        used to rewrite the whole file on the owner's thread: an outage's
+        thousand entries held the worker's loop for seconds once the store
+        answered). Failed deletes are tried again after a backoff
+        (store_backoff.py), and none is handed over while the shared
+        metadata cannot be written (a delete must follow the write that
+        lists it), so no object the metadata no longer names is left in
+        the store. With ``wait`` (a caller that waits for the store), every
+        delete is made now, backing off or not, and ends before the call
+        returns."""
+        if wait or (self._deletes_tried.due() and not self._writes_tried.failing):
+            for meta in self.metadata.all:
+                if len(self._deleting) >= DELETES_QUEUED and not wait:
+                    break
+                if meta.state is not S.DELETE_SEGMENT_STARTED or meta.id in self._deleting:
+                    continue
                 if not (self._may_delete or meta.id in self._mine):
                     continue        # the leader's to delete
-                retry = self._delete_retry.get(meta.id)
-                if retry is not None and now < retry[0] and not wait:
-                    continue
                 self._deleting[meta.id] = _copier.submit(
                     _after, self._publish, self.storage.delete_log_segment_data,
                     self._segment_id(meta), meta.base_offset)
+        confirmed, failed = [], False
         for segment_id, future in list(self._deleting.items()):
             if not (wait or future.done()):
                 continue
@@ -693,16 +735,18 @@ class RemoteLog:
             try:
                 future.result()
             except Exception as exc:
-                backoff = self._delete_retry.get(segment_id, (0.0, RETRY_MIN_S))[1]
-                self._delete_retry[segment_id] = (time.monotonic() + backoff,
-                                                  min(backoff * 2, RETRY_MAX_S))
-                log.warning("%s: the remote copy %s stays listed for deletion, tried again "
-                            "in %.0f s: %s", self.name, segment_id, backoff, exc)
+                failed = True
+                self._deletes_tried.failed(exc)
                 continue
-            self._delete_retry.clear()      # the store answers again: no more waiting
-            if any(m.id == segment_id for m in self.metadata.all):
-                self.metadata.update_state(segment_id, S.DELETE_SEGMENT_FINISHED, self._clock())
-                self._changed()
+            confirmed.append(segment_id)
+        if confirmed:
+            if not failed:      # one still failing keeps them backing off, and unlogged
+                self._deletes_tried.succeeded()
+            listed = {m.id for m in self.metadata.all}
+            confirmed = [i for i in confirmed if i in listed]
+        if confirmed:
+            self.metadata.update_states(confirmed, S.DELETE_SEGMENT_FINISHED, self._clock())
+            self._changed()
 
     def _wait_for_copy(self) -> None:
         """Let the copies in flight end (close), whatever their outcome."""
@@ -716,7 +760,7 @@ class RemoteLog:
         first, in one write: no object is put before its id is listed."""
         copies = [self._prepare_copy(seg, epoch_entries) for seg in segments]
         self.metadata.add_copy_started(*(meta for meta, _, _ in copies))
-        self._changed()
+        self._publish_now()     # never deferred: the copies follow the write that lists them
         for meta, sid, data in copies:
             future = _copier.submit(_after, self._publish, self.storage.copy_log_segment_data,
                                     sid, meta.base_offset, data)

@@ -37,23 +37,31 @@ import uuid
 from kafkalite.storage.checkpoint import write_atomically
 from kafkalite.storage.remote.metadata_store import SharedRemoteLogMetadata
 from kafkalite.storage.remote.storage_manager import RemoteLogSegmentId
+from kafkalite.storage.remote.store_backoff import StoreBackoff
 
 log = logging.getLogger(__name__)
 
 PENDING_DIR = "remote-log-deletes"
-RETRY_MIN_S = 1.0       # a failed pass is tried again after this,
-RETRY_MAX_S = 30.0      # doubling up to this (a store down for long is not hammered)
 
 
 class _Pending:
-    __slots__ = ("path", "storage", "after", "due", "backoff")
+    __slots__ = ("path", "storage", "after", "tried")
 
     def __init__(self, path, storage, after):
         self.path = path
         self.storage = storage
         self.after = after          # copies still running on the copier thread: deleted after
-        self.due = 0.0
-        self.backoff = RETRY_MIN_S
+        # a failed pass is tried again after a backoff; logged as the passes
+        # start failing and as one succeeds, not at each pass
+        partition = os.path.basename(path).rsplit(".", 1)[0]
+        self.tried = StoreBackoff(log, f"deleted partition {partition}", "remote deletes")
+
+
+class _PassFailed(Exception):
+    """A pass over a file of deletes failed (its cause: the store's error)."""
+
+    def __str__(self):
+        return f"{self.args[0]}: {self.__cause__}" if self.__cause__ else self.args[0]
 
 
 class RemoteLogDeleter:
@@ -121,18 +129,24 @@ class RemoteLogDeleter:
                     self._thread = None
                     return
                 now = time.monotonic()
-                due = [p for p in self._pending.values() if p.due <= now]
+                due = [p for p in self._pending.values() if p.tried.due(now)]
                 if not due:
-                    self._wake.wait(min(p.due for p in self._pending.values()) - now)
+                    self._wake.wait(min(p.tried.retry_at for p in self._pending.values()) - now)
                     continue
             for p in due:
-                done = self._delete(p)
+                try:
+                    done = self._delete(p)
+                except _PassFailed as exc:
+                    done = False
+                    p.tried.failed(exc)
+                else:
+                    if done:
+                        p.tried.succeeded()
+                    else:
+                        p.tried.defer()     # another process is at it: looked at later
                 with self._lock:
                     if done:
                         self._pending.pop(p.path, None)
-                    else:
-                        p.due = time.monotonic() + p.backoff
-                        p.backoff = min(p.backoff * 2, RETRY_MAX_S)
 
     def _delete(self, p: _Pending) -> bool:
         """One pass over ``p``'s file: True once every delete is confirmed
@@ -161,9 +175,7 @@ class RemoteLogDeleter:
                 try:
                     newest = shared.latest()
                 except Exception as exc:
-                    log.warning("deleted partition %s: cannot read its remote log metadata, "
-                                "tried again later: %s", partition, exc)
-                    return False
+                    raise _PassFailed("cannot read its remote log metadata") from exc
                 listed = {s["id"] for s in doc["segments"]}
                 doc["segments"] += [{"id": s.id, "base_offset": s.base_offset}
                                     for s in (newest.segments if newest else ())
@@ -173,16 +185,12 @@ class RemoteLogDeleter:
                     p.storage.delete_log_segment_data(RemoteLogSegmentId(partition, s["id"]),
                                                       int(s["base_offset"]))
                 except Exception as exc:
-                    log.warning("deleted partition %s: the remote delete of segment %s "
-                                "failed, tried again later: %s", partition, s["id"], exc)
-                    return False
+                    raise _PassFailed(f"the delete of segment {s['id']}") from exc
             if shared is not None:
                 try:
                     shared.delete_all()
                 except Exception as exc:
-                    log.warning("deleted partition %s: its remote log metadata stays, tried "
-                                "again later: %s", partition, exc)
-                    return False
+                    raise _PassFailed("the delete of its remote log metadata") from exc
             os.unlink(p.path)
             log.info("deleted partition %s: its %d remote segment(s) deleted", partition,
                      len(doc["segments"]))
