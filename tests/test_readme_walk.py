@@ -189,6 +189,37 @@ def _unwaited_servers(blocks) -> list[str]:
     return out
 
 
+def _blocked_by_a_server(blocks) -> list[str]:
+    """Blocks that run ``kafkalite server`` in the foreground with more
+    lines after it: pasted, the server holds the terminal and none of them
+    runs (the walk starts such a line in the background, as a reader's
+    second terminal would be, so only this check sees it)."""
+    out = []
+    for b in blocks:
+        # a skipped block says why it is not pasted as it stands (three hosts, say)
+        if (b.language not in readme_walk.RUN_LANGUAGES or b.language == "python"
+                or b.skip is not None):
+            continue
+        lines = [line for line in readme_walk.logical_lines(b.code)
+                 if line.strip() and not line.lstrip().startswith("#")]
+        for i, line in enumerate(lines[:-1]):
+            code = line.split(" #")[0].rstrip()
+            if code.startswith(readme_walk.SERVER_COMMAND) and not code.endswith("&"):
+                out.append(f"{b.name()}: `{line.strip()}`, then {len(lines) - i - 1} more line(s)")
+    return out
+
+
+def test_no_block_runs_a_server_in_the_foreground_before_other_commands():
+    """docs/operations.md and docs/replication.md began a block with
+    ``kafkalite server`` in the foreground and went on with client commands
+    (issue 74, item 2)."""
+    blocked = _blocked_by_a_server(b for w in WALKS for b in w.blocks)
+    assert not blocked, "a foreground server with commands after it:\n" + "\n".join(blocked)
+    planted = readme_walk.walks("# t\n\n## s\n\n```bash\nkafkalite server --workers 3  # x\n"
+                                "kafkalite topics list\n```\n", "planted.md")
+    assert len(_blocked_by_a_server(b for w in planted for b in w.blocks)) == 1
+
+
 def test_a_server_left_in_the_background_is_waited_for():
     """docs/tiered-storage.md's server line had no wait after it: the
     Python block after it found no server yet under a fresh-clone run's
