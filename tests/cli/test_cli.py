@@ -108,3 +108,14 @@ def test_a_command_imports_its_own_module_and_nothing_heavy():
     # the whole parser (--help, a typo) imports every command module, and
     # none imports a heavy library at its top
     assert _imported("--help") == set(OTHER_COMMANDS + STORAGE)
+
+
+def test_python_m_kafkalite_cli_is_the_command_line():
+    """``python -m kafkalite.cli`` failed with "No module named
+    kafkalite.cli.__main__" (issue 74, item 6)."""
+    r = subprocess.run([sys.executable, "-m", "kafkalite.cli", "topic", "list"],
+                       capture_output=True, text=True, timeout=60, env=child_env())
+    assert r.returncode == 2 and "did you mean 'topics'?" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-m", "kafkalite.cli", "--version"],
+                       capture_output=True, text=True, timeout=60, env=child_env())
+    assert r.returncode == 0 and r.stdout.startswith("kafkalite "), r.stdout + r.stderr
