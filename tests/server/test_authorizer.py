@@ -183,3 +183,12 @@ def test_indexed_decisions_agree_with_every_acl_scanned():
         for res in (Res.TOPIC, Res.GROUP):
             scanned = [b for b in acls if b.matches_resource(res, name)]
             assert sorted(a._index.matching(res, name), key=acls.index) == scanned, (res, name)
+
+
+def test_the_reserved_user_name_prefix_is_the_local_doors_principal():
+    """credentials.py repeats protocol/curve.py's prefix (importing it would load the codecs
+    before a server's workers are spawned): the two must agree."""
+    from kafkalite.protocol.curve import LOCAL_PRINCIPAL_PREFIX
+    from kafkalite.server.auth import credentials
+    assert credentials.LOCAL_PRINCIPAL_PREFIX == LOCAL_PRINCIPAL_PREFIX
+    assert credentials.reserved("unix:root") and not credentials.reserved("unixroot")

@@ -55,7 +55,6 @@ import json
 import os
 
 from kafkalite.errors import InvalidConfigurationError
-from kafkalite.protocol.curve import LOCAL_PRINCIPAL_PREFIX
 
 USERS_FILE = "sasl-users.json"
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -78,9 +77,11 @@ RESERVED_USER = "kafkalite-broker"
 
 
 # the names of principals that are not SASL users: a local door's Unix user is
-# ``User:unix:<name>`` (protocol/curve.py), so a SASL user ``unix:root`` would be the
-# local root to the authorizer
-_RESERVED_PREFIX = LOCAL_PRINCIPAL_PREFIX.removeprefix("User:")
+# ``User:unix:<name>`` (protocol/curve.py's LOCAL_PRINCIPAL_PREFIX, not imported here:
+# the package's codecs would load with it, before a server's workers are spawned), so a
+# SASL user ``unix:root`` would be the local root to the authorizer
+_RESERVED_PREFIX = "unix:"
+LOCAL_PRINCIPAL_PREFIX = "User:" + _RESERVED_PREFIX
 
 
 def reserved(name: str) -> str | None:
