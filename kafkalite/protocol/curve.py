@@ -390,15 +390,24 @@ def local_principal(address: str) -> str | None:
     """``User:unix:<name>`` of the Unix-domain peer whose ZAP address is
     ``address`` (libzmq: "<host>:uid:gid:pid"); None when it carries no
     credentials (not a Unix-domain peer)."""
-    parts = address.rsplit(":", 3)
-    if len(parts) != 4 or not all(p.isdigit() for p in parts[1:]):
+    uid = peer_uid(address)
+    if uid is None:
         return None
-    uid = int(parts[1])
     try:
         name = pwd.getpwuid(uid).pw_name
     except KeyError:        # a uid without a passwd entry (a container's)
         name = str(uid)
     return LOCAL_PRINCIPAL_PREFIX + name
+
+
+def peer_uid(address: str) -> int | None:
+    """The uid in libzmq's address of a Unix-domain peer ("<host>:uid:gid:pid",
+    from the kernel's SO_PEERCRED: ZAP's address, a message's Peer-Address);
+    None for any other address."""
+    parts = address.rsplit(":", 3)
+    if len(parts) != 4 or not all(p.isdigit() for p in parts[1:]):
+        return None
+    return int(parts[1])
 
 
 def pending_key(principal: str) -> str | None:

@@ -732,7 +732,7 @@ class Supervisor:
                 # the key pair the native ports take, for the owner's tools
                 **({"owner.key_file": self.owner_key_file} if self.owner_key_file else {})}
 
-    def _served_endpoints(self, body: dict, principal: str) -> dict:
+    def _served_endpoints(self, body: dict, principal: str, peer_uid: int | None) -> dict:
         """The native ``server_endpoints`` extension (AdminClient.server_endpoints,
         ``kafkalite cluster info`` away from the data directory): the
         addresses of endpoints(), not this host's process id, data
