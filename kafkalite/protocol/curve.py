@@ -358,17 +358,21 @@ class CurveServer:
     def secure_client(self, sock: zmq.Socket) -> None:
         secure_client(sock, self.public, self.public, self.secret)
 
-    def bind_local_door(self, sock: zmq.Socket, context: zmq.Context, name: str,
-                        owner: str) -> bool:
-        """Make ``sock`` a local door -- an ipc:// socket without CURVE in
-        Linux's abstract namespace, ``name``, whose peers are their user ids
-        (LOCAL_ZAP_DOMAIN; enforced, so that no handshake passes if no ZAP
-        handler answered) -- and bind it. False, ``sock`` closed and a
-        warning naming ``owner`` logged, when the name is taken: clients
-        without keys then stay refused."""
+    def local_door(self, sock: zmq.Socket, context: zmq.Context) -> None:
+        """Before bind: ``sock`` is a local door -- an ipc:// socket without
+        CURVE whose peers are their user ids (LOCAL_ZAP_DOMAIN; enforced, so
+        that no handshake passes if no ZAP handler answered)."""
         self.start(context)
         sock.setsockopt_string(zmq.ZAP_DOMAIN, LOCAL_ZAP_DOMAIN)
         sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
+
+    def bind_local_door(self, sock: zmq.Socket, context: zmq.Context, name: str,
+                        owner: str) -> bool:
+        """Make ``sock`` a local door (``local_door``) in Linux's abstract
+        namespace, ``name``, and bind it. False, ``sock`` closed and a
+        warning naming ``owner`` logged, when the name is taken: clients
+        without keys then stay refused."""
+        self.local_door(sock, context)
         try:
             sock.bind(f"ipc://@{name}")
         except zmq.ZMQError as exc:

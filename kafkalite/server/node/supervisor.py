@@ -86,7 +86,7 @@ from dataclasses import dataclass, field
 
 import zmq
 
-from kafkalite import errors
+from kafkalite import errors, local_socket
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.ratelimit import RateLimitedLog
@@ -712,6 +712,11 @@ class Supervisor:
                                   for b in self.controller.live_brokers(Listener.KAFKA)],
                 "ingest": (f"tcp://{host}:{self.ingest_port}"
                            if self.ingest or self.config.ingest_port > 0 else None),
+                # where this host's publishers without keys come in (client/ingest.py)
+                **({"ingest.local": local_socket.ingest_door(self.config.ingest_door_dir,
+                                                             self.ingest_port)}
+                   if self.config.ingest_door_dir and (self.ingest or self.config.ingest_port > 0)
+                   else {}),
                 **({"metrics": f"{scheme}://{_bracket(host)}:{self.metrics.port}/metrics",
                     "health": f"{scheme}://{_bracket(host)}:{self.metrics.port}/health",
                     **{prefix.strip("/"): f"{scheme}://{_bracket(host)}:{self.metrics.port}"
