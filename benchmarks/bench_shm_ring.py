@@ -83,9 +83,9 @@ def _expect(proc: subprocess.Popen, word: str) -> dict:
 
 # ---- children --------------------------------------------------------------------------
 
-def role_ring_worker(name: str, count: int, touch: bool) -> None:
+def role_ring_worker(name: str, secret: str, count: int, touch: bool) -> None:
     from kafkalite._ext.crc32c import crc32c
-    ring = WorkerRing.attach(name)
+    ring = WorkerRing.attach(name, bytes.fromhex(secret))
     print(json.dumps({"event": "ready"}), flush=True)
     gc.disable()
     cpu0 = time.process_time()
@@ -131,7 +131,8 @@ def role_zmq_pull(endpoint: str, count: int) -> None:
 
 def run_ring(pool: list[bytes], count: int, capacity: int, touch: bool) -> dict:
     ring = ProducerRing.create(capacity)
-    worker = _child("ring-worker", ring.name, str(count), "touch" if touch else "ack")
+    worker = _child("ring-worker", ring.name, ring.attach_secret.hex(), str(count),
+                    "touch" if touch else "ack")
     try:
         _expect(worker, "ready")
         n_pool = len(pool)
@@ -224,7 +225,7 @@ def main() -> int:
     if args.role:
         role, *rest = args.role
         if role == "ring-worker":
-            role_ring_worker(rest[0], int(rest[1]), rest[2] == "touch")
+            role_ring_worker(rest[0], rest[1], int(rest[2]), rest[3] == "touch")
         elif role == "zmq-pull":
             role_zmq_pull(rest[0], int(rest[1]))
         return 0

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #define KLR_MAGIC 0x474E524D48534C4BULL      /* the bytes "KLSHMRNG" as a little-endian u64 */
-#define KLR_VERSION 1
+#define KLR_VERSION 2                       /* 2: the attach secret */
 #define KLR_HEADER_SIZE 4096
 
 /* header, line 0: written once by the producer before the magic, then immutable */
@@ -61,6 +61,12 @@
 #define KLR_OFF_WORKER_MESSAGE_LEN 324  /* u32: bytes of the message */
 #define KLR_OFF_WORKER_MESSAGE 328      /* UTF-8, at most KLR_MAX_WORKER_MESSAGE bytes */
 #define KLR_MAX_WORKER_MESSAGE 256
+
+/* line 10: written once by the producer before the magic, then immutable:
+ * random bytes a worker must be shown before it attaches (the hostile-peer
+ * section of shm_ring.pyx) */
+#define KLR_OFF_ATTACH_SECRET 640
+#define KLR_ATTACH_SECRET_SIZE 16
 
 #define KLR_PRODUCER_OPEN 1
 #define KLR_PRODUCER_CLOSED 2

@@ -3,7 +3,7 @@
 RecordBatch v2 blobs to the worker process that owns the partition, and gets
 one ack per batch back, through one shared-memory segment.
 
-Files (all in /dev/shm, mode 0600, created by the producer):
+Files (all in /dev/shm, mode 0600, created by the producer, owned by its user):
 
     kafkalite-ring-<id>      the segment (created O_EXCL, sized with fallocate)
     kafkalite-ring-<id>.w    the worker's doorbell FIFO (the producer writes a byte)
@@ -45,6 +45,9 @@ Header (little-endian; offsets are the KLR_OFF_* constants of shm_ring.h):
                                  (release store, after the message)
     workerMessageLen u32   @324  at most 256
     workerMessage          @328  UTF-8: what the worker found wrong
+  line 10: set by create() before the magic, immutable afterwards
+    attachSecret 16 bytes  @640  random (os.urandom): shown by whoever asks a worker to
+                                 attach the ring (see "A peer naming a ring" below)
 
 Data entry (8-byte aligned; never split across the end of the region):
     size u32               @0    whole entry incl. padding, a multiple of 8
@@ -123,6 +126,31 @@ A hostile or broken producer:
   included), and every WorkerCore operation checks the mark and raises
   RingCorrupted for a truncated ring, however the truncation raced it.
 
+A peer naming a ring:
+  A worker runs as the server's user (often root) and opens the ring a
+  request names, so whoever can send it ``shm_attach`` could make it
+  attach a ring that is not theirs: another local user reads the names in
+  /dev/shm, which anyone may list, and the worker's attach took the ring
+  over from the worker draining it (the same process may attach again),
+  under the asker's principal, so the owner's entries were then refused
+  (issue 67). The name, the files behind it and everything in them are the
+  asker's to forge: a symbolic or hard link to someone else's ring, a ring
+  of their own whose doorbell is a link to someone else's file. So
+  attach(name, secret, owner):
+  - opens every file with O_NOFOLLOW and checks what it opened (fstat of
+    that descriptor, never the path again): the segment a regular file,
+    the doorbells FIFOs, each with one link, no permission bits for group
+    or others, and all three of one owner -- ``owner``, when the caller
+    knows the asker's uid from the kernel (a Unix-domain peer's
+    SO_PEERCRED);
+  - compares ``secret`` with attachSecret (constant time) before anything
+    in the segment is read out or written: the secret is in a file only its
+    owner (and root) can read, so showing it proves the asker can read the
+    ring, whatever channel it came by (a CURVE key over TCP has no uid);
+  - raises RingRefused for an asker who fails either check, saying only why
+    the files are not theirs (what stat tells anyone), never what is in
+    them; the worker slot is taken only after both checks passed.
+
 Who may call what:
   - ProducerCore: one thread of the process that created the ring.
   - WorkerCore: one thread of the process that attached; at most one live
@@ -147,6 +175,8 @@ from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, PROT_WRITE, mmap, mun
 from posix.unistd cimport close, read, write
 
 import collections
+import errno
+import hmac
 import os
 import secrets
 import stat
@@ -182,6 +212,8 @@ cdef extern from "shm_ring.h" nogil:
         KLR_OFF_WORKER_MESSAGE_LEN
         KLR_OFF_WORKER_MESSAGE
         KLR_MAX_WORKER_MESSAGE
+        KLR_OFF_ATTACH_SECRET
+        KLR_ATTACH_SECRET_SIZE
         KLR_MAX_GUARDED
         KLR_PRODUCER_OPEN
         KLR_PRODUCER_CLOSED
@@ -255,6 +287,8 @@ OFF_ACK_HEAD = KLR_OFF_ACK_HEAD
 OFF_WORKER_IDENT = KLR_OFF_WORKER_IDENT
 OFF_WORKER_EPOCH = KLR_OFF_WORKER_EPOCH
 OFF_WORKER_ERROR = KLR_OFF_WORKER_ERROR
+OFF_ATTACH_SECRET = KLR_OFF_ATTACH_SECRET
+ATTACH_SECRET_SIZE = KLR_ATTACH_SECRET_SIZE
 MAX_GUARDED_MAPPINGS = KLR_MAX_GUARDED
 
 # A process ident packs the pid (Linux pids are < 2**22) with the process
@@ -292,6 +326,11 @@ class RingFenced(RingError):
 class RingCorrupted(RingError):
     """The shared memory holds something the ring protocol never writes
     (or the segment was truncated under the worker)."""
+
+
+class RingRefused(RingError):
+    """attach() was asked for a ring the asker did not prove is theirs (the
+    module doc's "A peer naming a ring"); nothing of the ring was touched."""
 
 
 class RingPoisoned(PeerGone):
@@ -385,15 +424,52 @@ cdef void _drain_doorbell(int fd) noexcept nogil:
             pass
 
 
-cdef int _open_bell(str path) except -1:
-    """One end of a doorbell FIFO, O_RDWR|O_NONBLOCK (see the module doc)."""
+# Opening never follows a link, never blocks (a FIFO), never takes a terminal.
+cdef int _OPEN_FLAGS = os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NOCTTY
+
+
+cdef int _open_ring_file(str path, str what) except -1:
     try:
-        st = os.stat(path)
+        return os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RingRefused(f"{path} is a symbolic link, not a ring's {what}") from None
+        raise
+
+
+cdef int _check_owned(object st, str path, str what, object owner) except -1:
+    """RingRefused unless the file ``st`` (fstat of what was opened) is a
+    ring's as its producer makes it: one link, its owner's only, and owned
+    by ``owner`` (None: any user)."""
+    if owner is not None and st.st_uid != owner:
+        raise RingRefused(f"{path} belongs to uid {st.st_uid}, not to uid {owner}")
+    if st.st_nlink != 1:
+        raise RingRefused(f"{path} has {st.st_nlink} links: not a ring's {what}")
+    if st.st_mode & 0o077:
+        raise RingRefused(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}: a ring's {what} "
+                          f"is its owner's only (0600)")
+    return 0
+
+
+cdef int _open_bell(str path, object owner) except -1:
+    """One end of a doorbell FIFO of ``owner`` (a uid), O_RDWR|O_NONBLOCK
+    (see the module doc)."""
+    cdef int fd
+    try:
+        fd = _open_ring_file(path, "doorbell FIFO")
     except FileNotFoundError:
         raise ValueError(f"doorbell FIFO {path} is missing: not a complete kafkalite ring") from None
-    if not stat.S_ISFIFO(st.st_mode):
-        raise ValueError(f"{path} is not a FIFO: not a kafkalite ring doorbell")
-    return os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISFIFO(st.st_mode):
+            raise ValueError(f"{path} is not a FIFO: not a kafkalite ring doorbell")
+        _check_owned(st, path, "doorbell FIFO", owner)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def unlink_ring(name):
@@ -493,7 +569,7 @@ cdef class _RingCore:
         self._map = None
 
     cdef int _setup(self, _Mapping m, str name, str path, bint producer, uint64_t cap,
-                    uint64_t ack_cap) except -1:
+                    uint64_t ack_cap, object owner) except -1:
         # The capacities as validated, never re-read from the shared header:
         # a producer may change it after the check.
         self._map = m
@@ -507,13 +583,13 @@ cdef class _RingCore:
         if producer:
             self._own_flag = m.addr + KLR_OFF_PRODUCER_SLEEPING
             self._peer_flag = m.addr + KLR_OFF_WORKER_SLEEPING
-            self._bell_fd = _open_bell(path + PRODUCER_BELL_SUFFIX)
-            self._peer_bell_fd = _open_bell(path + WORKER_BELL_SUFFIX)
+            self._bell_fd = _open_bell(path + PRODUCER_BELL_SUFFIX, owner)
+            self._peer_bell_fd = _open_bell(path + WORKER_BELL_SUFFIX, owner)
         else:
             self._own_flag = m.addr + KLR_OFF_WORKER_SLEEPING
             self._peer_flag = m.addr + KLR_OFF_PRODUCER_SLEEPING
-            self._bell_fd = _open_bell(path + WORKER_BELL_SUFFIX)
-            self._peer_bell_fd = _open_bell(path + PRODUCER_BELL_SUFFIX)
+            self._bell_fd = _open_bell(path + WORKER_BELL_SUFFIX, owner)
+            self._peer_bell_fd = _open_bell(path + PRODUCER_BELL_SUFFIX, owner)
         self.name = name
         self.path = path
         self._owner_pid = os.getpid()
@@ -630,7 +706,11 @@ cdef class ProducerCore(_RingCore):
     whenever the producer looks at the ack region (try_append short of room,
     poll_acks, unacked), so a producer that reads its acks late still makes
     progress; poll_acks hands the list over.
+
+    ``attach_secret``: what the worker must be shown with the ring's name
+    (shm_attach); tell it to the worker only.
     """
+    cdef readonly bytes attach_secret
     cdef uint64_t _head               # == dataHead; only this side writes it
     cdef uint64_t _next_seq
     cdef uint64_t _ack_tail           # ack bytes consumed
@@ -683,8 +763,11 @@ cdef class ProducerCore(_RingCore):
             (<uint64_t *>(h + KLR_OFF_TOTAL_SIZE))[0] = total
             (<uint64_t *>(h + KLR_OFF_PRODUCER_IDENT))[0] = <uint64_t>process_ident()
             (<uint32_t *>(h + KLR_OFF_PRODUCER_STATE))[0] = KLR_PRODUCER_OPEN
+            secret = os.urandom(KLR_ATTACH_SECRET_SIZE)
+            memcpy(h + KLR_OFF_ATTACH_SECRET, <const char *>secret, KLR_ATTACH_SECRET_SIZE)
             klr_store_release(h + KLR_OFF_MAGIC, KLR_MAGIC)
-            self._setup(m, ring, path, True, cap, ack_cap)
+            self._setup(m, ring, path, True, cap, ack_cap, os.geteuid())
+            self.attach_secret = secret
         except BaseException:
             self._drop()
             for p in created:
@@ -948,15 +1031,20 @@ cdef class WorkerCore(_RingCore):
     cdef str _topic_str
 
     @classmethod
-    def attach(cls, name):
-        """Attach to the ring ``name`` as its worker.
+    def attach(cls, name, secret, owner=None):
+        """Attach to the ring ``name`` as its worker, for an asker who showed
+        ``secret`` (the producer's attach_secret) and, when the kernel told
+        the caller who asks, is the user ``owner`` (a uid).
 
-        Validates the segment (ValueError naming what is wrong for a file that
-        is not a ring, another layout version, a truncated segment, or a ring
-        a worker closed with an error), refuses while another worker process
-        is alive, records this process and bumps the attach epoch. A worker
-        taking over after a crash resumes just past the last acked entry:
-        every unacked entry (the producer's unacked()) is delivered again.
+        RingRefused, before anything of the ring is read out or written, when
+        the files are not the asker's as the module doc's "A peer naming a
+        ring" says. Validates the segment (ValueError naming what is wrong for
+        a file that is not a ring, another layout version, a truncated
+        segment, or a ring a worker closed with an error), refuses while
+        another worker process is alive, records this process and bumps the
+        attach epoch. A worker taking over after a crash resumes just past
+        the last acked entry: every unacked entry (the producer's unacked())
+        is delivered again.
         """
         cdef WorkerCore self = cls.__new__(cls)
         cdef _Mapping m
@@ -964,14 +1052,23 @@ cdef class WorkerCore(_RingCore):
         cdef const unsigned char *rec
         ring = ring_name(name)
         path = os.path.join(SHM_DIR, ring)
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        if not isinstance(secret, bytes):
+            raise TypeError(f"a ring's attach secret is bytes, not {type(secret).__name__}")
+        fd = _open_ring_file(path, "segment")
         try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError(f"{path} is not a regular file: not a kafkalite ring")
+            _check_owned(st, path, "segment", owner)
+            if not hmac.compare_digest(
+                    secret, os.pread(fd, KLR_ATTACH_SECRET_SIZE, KLR_OFF_ATTACH_SECRET)):
+                raise RingRefused(f"the secret shown for ring {ring} is not its own")
             total, cap, ack_cap = _validate_segment(fd, path)
             m = _map_segment(fd, total, True)
         finally:
             os.close(fd)
         try:
-            self._setup(m, ring, path, False, cap, ack_cap)
+            self._setup(m, ring, path, False, cap, ack_cap, st.st_uid)
             self._unacked = collections.deque()
             self._unreleased = collections.deque()
             if klr_load32_acquire(m.addr + KLR_OFF_WORKER_ERROR):

@@ -29,6 +29,17 @@ name, so a client takes the door only when the process behind it runs as
 the user whose process listens on that TCP port (``native_door``): a
 stranger who took the name first gets no one's records.
 
+The ingest gateway's local door (client/ingest.py) takes publishers in
+any language, a plain ZeroMQ PUSH that checks nothing, so a name anyone
+could bind first will not do (issue 67: another local user who bound the
+door's abstract name before the gateway received local publishers'
+records). It is a socket file instead, ``ingest-<port>`` in a directory
+only the server's user can add entries to (``door_directory``: made 0755,
+or refused when another user owns it, others may write to it, or so may
+they to a directory above it without the sticky bit): ``/run/kafkalite``
+for a server run by root, ``/tmp/kafkalite-<uid>`` for another user
+(``default_door_dir``), or the ``local_door_dir`` setting.
+
 It lives beside errors.py, below every layer: the server's listener binds
 these sockets and the client's link connects to them.
 """
@@ -36,6 +47,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import struct
 
 # What a connection from a Unix-domain socket counts as where a TCP peer's
@@ -126,13 +138,6 @@ def native_door_name(port: int) -> str:
     return f"{NATIVE_DOOR_PREFIX}{port}"
 
 
-def ingest_door_name(port: int) -> str:
-    """The abstract name of the ingest gateway's local door beside its TCP
-    ``port`` (client/ingest.py): publishers in any language connect a PUSH
-    socket to ``ipc://@`` and this name."""
-    return f"kafkalite-ingest-{port}"
-
-
 def native_door(endpoint: str) -> str | None:
     """For a client without CURVE keys: the ``ipc://`` endpoint of the local
     door of native endpoint ``tcp://<loopback host>:<port>``, when one
@@ -172,3 +177,91 @@ def tcp_listener_uids(port: int) -> set[int]:
                     int(fields[1].rsplit(":", 1)[1], 16) == port:
                 uids.add(int(fields[7]))
     return uids
+
+
+# ---- the ingest gateway's local door ----------------------------------------------------------
+
+ROOT_DOOR_DIR = "/run/kafkalite"
+# sun_path holds 108 bytes, the terminating NUL among them
+MAX_SOCKET_PATH = 107
+
+
+def default_door_dir() -> str:
+    """Where this user's server puts its door socket files: /run/kafkalite
+    for root (only root may add to /run), else a directory of its own in
+    /tmp (whose sticky bit keeps it ours once made)."""
+    uid = os.geteuid()
+    return ROOT_DOOR_DIR if uid == 0 else f"/tmp/kafkalite-{uid}"
+
+
+def ingest_door(directory: str, port: int) -> str:
+    """The ``ipc://`` endpoint of the ingest gateway's local door beside its
+    TCP ``port``: publishers in any language connect a PUSH socket there."""
+    return f"ipc://{os.path.join(directory, f'ingest-{port}')}"
+
+
+def door_directory(path: str) -> str:
+    """``path`` with its links resolved, once it is a directory only this
+    process's user can add entries to, which others may enter: made 0755
+    when missing (whatever the umask); an existing one is taken as it is.
+    OSError naming what is wrong otherwise: it is not a directory, another
+    user owns it or may write to it, or a directory above it (or a link on
+    the way) is neither root's nor ours, or is writable by others without
+    the sticky bit -- any of which would let another user put a socket
+    where publishers look for the door, or swap the directory for theirs."""
+    uid = os.geteuid()
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    _check_above(path, {*_prefixes(parent), *_prefixes(os.path.realpath(parent))}, uid)
+    try:
+        os.mkdir(path, 0o755)
+        os.chmod(path, 0o755)
+    except FileExistsError:
+        pass
+    real = os.path.realpath(path)
+    st = os.lstat(real)
+    if not stat.S_ISDIR(st.st_mode):
+        raise OSError(f"the local door directory {path} is not a directory")
+    if st.st_uid != uid:
+        raise OSError(f"the local door directory {path} belongs to uid {st.st_uid}, not to this "
+                      f"server's user (uid {uid}): remove it, or set local_door_dir")
+    if st.st_mode & 0o022:
+        raise OSError(f"the local door directory {path} is writable by group or others (mode "
+                      f"{stat.S_IMODE(st.st_mode):04o}): chmod go-w it, or set local_door_dir")
+    _check_above(path, {*_prefixes(path), *_prefixes(real)} - {real}, uid)
+    if len(ingest_door(real, 65535)) - len("ipc://") > MAX_SOCKET_PATH:
+        raise OSError(f"the local door directory {path} is too long a path for a Unix socket")
+    return real
+
+
+def _check_above(path: str, above: set, uid: int) -> None:
+    """OSError unless each of ``above`` (what lies on the way to the door
+    directory ``path``) is root's or ours, and a directory among them that
+    others may write to has the sticky bit (they cannot move ours then)."""
+    for d in sorted(above):
+        st = os.lstat(d)
+        if st.st_uid not in (0, uid) or (not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022
+                                         and not st.st_mode & stat.S_ISVTX):
+            raise OSError(f"the local door directory {path} is under {d}, which another user "
+                          f"could change (uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}):"
+                          f" set local_door_dir")
+
+
+def _prefixes(path: str) -> list[str]:
+    """"/", "/a", "/a/b" of "/a/b"."""
+    out = ["/"]
+    for part in path.strip("/").split("/"):
+        if part:
+            out.append(os.path.join(out[-1], part))
+    return out
+
+
+def listening(path: str) -> bool:
+    """Whether a process accepts connections on the Unix socket ``path``."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        try:
+            sock.connect(path)
+        except OSError:
+            return False
+    return True

@@ -1,8 +1,12 @@
 """kafkalite/local_socket.py: the abstract Unix-domain sockets beside a
-worker's PLAINTEXT listener (the links over them: client/test_tcp_link.py)."""
+worker's PLAINTEXT listener (the links over them: client/test_tcp_link.py),
+and the directory of the ingest gateway's door (a server's refusal to start
+over it: security/test_same_host_users.py)."""
 from __future__ import annotations
 
+import os
 import socket
+import stat
 
 import pytest
 
@@ -124,3 +128,46 @@ def test_a_door_is_taken_only_from_the_user_who_listens_on_its_tcp_port():
             ours.wait()
     finally:
         tcp.close()
+
+
+def test_a_door_directory_is_made_for_this_user_alone_to_add_to(tmp_path):
+    """Made 0755 whatever the umask (the server's is 027: others could not
+    reach the door), and taken again as it is."""
+    old = os.umask(0o027)
+    try:
+        made = local_socket.door_directory(str(tmp_path / "doors"))
+    finally:
+        os.umask(old)
+    assert made == str(tmp_path / "doors")
+    st = os.stat(made)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (os.geteuid(), 0o755)
+    assert local_socket.door_directory(made) == made
+    assert local_socket.ingest_door(made, 7091) == f"ipc://{made}/ingest-7091"
+
+
+def test_a_door_directory_another_user_could_fill_or_swap_is_refused(tmp_path):
+    """Anything that would let another user put a socket where publishers
+    look: a directory others may write to, or one above it without the
+    sticky bit, or -- as root can show -- a directory or a link of theirs."""
+    open_to_all = tmp_path / "open"
+    open_to_all.mkdir()
+    open_to_all.chmod(0o777)
+    with pytest.raises(OSError, match="writable by group or others"):
+        local_socket.door_directory(str(open_to_all))
+    with pytest.raises(OSError, match=f"under {open_to_all}, which another user could change"):
+        local_socket.door_directory(str(open_to_all / "doors"))
+    assert os.listdir(open_to_all) == []            # nothing made under it first
+    open_to_all.chmod(0o1777)                       # as /tmp: others cannot move ours
+    assert local_socket.door_directory(str(open_to_all / "doors"))
+    if os.geteuid() != 0:
+        return
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(OSError, match="belongs to uid 65534"):
+        local_socket.door_directory(str(theirs))
+    link = open_to_all / "link"                     # nobody's link to a directory of ours
+    link.symlink_to(open_to_all / "doors")
+    os.lchown(link, 65534, 65534)
+    with pytest.raises(OSError, match=f"under {link}, which another user could change"):
+        local_socket.door_directory(str(link))

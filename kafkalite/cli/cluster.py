@@ -43,7 +43,8 @@ def run(args) -> int:
         admin.close()
     listeners = {name: local[key] for name, key in (
         ("native", "native"), ("kafka", "kafka.bootstrap.servers"), ("ingest", "ingest"),
-        ("metrics", "metrics"), ("health", "health")) if local.get(key)}
+        ("ingest local", "ingest.local"), ("metrics", "metrics"), ("health", "health"))
+        if local.get(key)}
     if local.get("kafka.bootstrap.servers"):
         listeners["kafka_security_protocol"] = local.get("kafka.security.protocol")
     named = local.get("kafka_listeners") or {}

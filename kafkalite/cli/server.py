@@ -154,9 +154,11 @@ def run(args) -> int:
         sasl_users_file=args.sasl_users_file,
         native_curve_secret_key_file=args.native_curve_secret_key_file,
         native_curve_authorized_keys=args.native_curve_authorized_keys)
-    from kafkalite.server.auth.security import refuse_open_node_channels, restrict_file_modes
+    from kafkalite.server.auth.security import (check_local_door_dir, refuse_open_node_channels,
+                                                restrict_file_modes)
     refuse_open_node_channels(config)
     restrict_file_modes(config)
+    check_local_door_dir(config)
     # The workers first: their start-up overlaps the supervisor's imports.
     early = start_early(config)
     from kafkalite.server.node.supervisor import serve

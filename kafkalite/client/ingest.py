@@ -70,16 +70,22 @@ CURVE server that admits no publisher over TCP, as the native ports admit
 no client (server/auth/security.py native_security); with the authorizer on,
 publishers on this host come in by the local door (below).
 
-With the authorizer on as well (``--local-door``, as the native ports'
+With the authorizer on as well (``--local-door-dir``, as the native ports'
 local doors: server/network/native_listener.py), a second PULL socket takes
-publishers on this host without keys: a ZeroMQ ``ipc://`` socket in the
-abstract namespace, ``ipc://@kafkalite-ingest-<port>``
-(local_socket.py ``ingest_door_name``), whose ZAP handler makes the peer's
-user id, as the kernel tells it, the principal ``User:unix:<name>``; its
-messages go the same way as a key's. A publisher should check that the
-process behind that name runs as the server's user (SO_PEERCRED on a plain
-Unix socket connected to it, as local_socket.native_door does), since any
-local user can bind an abstract name that is free.
+publishers on this host without keys: a ZeroMQ ``ipc://`` socket file,
+``ipc://<door dir>/ingest-<port>`` (local_socket.py ``ingest_door``), in a
+directory only the server's user can add entries to (``door_directory``:
+/run/kafkalite for root), whose ZAP handler makes the peer's user id, as the
+kernel tells it, the principal ``User:unix:<name>``; its messages go the
+same way as a key's. The socket file is 0666 (anyone may connect: the ZAP
+handler tells who did). A publisher checks nothing: no other user can have
+put a socket there. (The door was an abstract name, ``kafkalite-ingest-
+<port>``, until issue 67: any local user could bind it first, the gateway
+then served on without a door, and publishers' records went to that user.)
+The gateway does not start without its door: an unsafe directory, or a
+socket there that another process serves, is one line on stderr and exit 1
+(the server checks the directory before it starts: server/auth/security.py
+``check_local_door_dir``).
 
 Without CURVE there are no principals: one Producer, principal ANONYMOUS
 on the broker, as for any native client.
@@ -201,7 +207,7 @@ def parse_message(frames: list[bytes]) -> tuple[str, bytes | None, bytes, list |
 class Gateway:
     def __init__(self, bootstrap: str, host: str, port: int, curve_secret_key_file: str = "",
                  curve_authorized_keys: str = "", curve_keys: tuple[bytes, bytes] | None = None,
-                 local_door: bool = False):
+                 local_door_dir: str = ""):
         self.ctx = zmq.Context()
         self.pull = self._pull_socket()
         self.door = None
@@ -225,8 +231,9 @@ class Gateway:
             self.port = port
         else:
             self.port = self.pull.bind_to_random_port(f"tcp://{host}")
-        if self.curve is not None and local_door:
-            self.door = self._local_door()
+        self.door_endpoint = None
+        if self.curve is not None and local_door_dir:
+            self.door = self._local_door(local_door_dir)
         self.sockets = [self.pull] + ([self.door] if self.door is not None else [])
         self.poller = zmq.Poller()
         for sock in self.sockets:
@@ -250,14 +257,25 @@ class Gateway:
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
         return sock
 
-    def _local_door(self) -> zmq.Socket | None:
-        """The PULL socket of publishers on this host without keys, or None
-        (its name is taken: they stay refused)."""
+    def _local_door(self, directory: str) -> zmq.Socket:
+        """The PULL socket of publishers on this host without keys, a socket
+        file in ``directory``; OSError when the directory is not one only
+        this user can add to, or a process serves that socket already."""
+        endpoint = local_socket.ingest_door(local_socket.door_directory(directory), self.port)
+        path = endpoint[len("ipc://"):]
+        if local_socket.listening(path):
+            raise OSError(f"{path} is served already (an ingest gateway of another server of "
+                          f"this user on port {self.port}?)")
         door = self._pull_socket()
-        bound = self.curve.bind_local_door(door, self.ctx,
-                                           local_socket.ingest_door_name(self.port),
-                                           "the ingest gateway")
-        return door if bound else None
+        try:
+            self.curve.local_door(door, self.ctx)
+            door.bind(endpoint)     # in place of a socket file a dead gateway left
+            os.chmod(path, 0o666)   # anyone may connect: the ZAP handler tells who did
+        except (zmq.ZMQError, OSError) as exc:
+            door.close()
+            raise OSError(f"cannot listen on {endpoint}: {exc}") from None
+        self.door_endpoint = endpoint
+        return door
 
     def _producer_for(self, principal: str | None):
         producer = self.producers.get(principal)
@@ -386,6 +404,11 @@ class Gateway:
         if self.curve is not None:
             self.curve.stop()
         self.ctx.term()
+        if self.door_endpoint is not None:      # libzmq leaves the socket file behind
+            try:
+                os.unlink(self.door_endpoint[len("ipc://"):])
+            except OSError:
+                pass
         print(f"kafkalite ingest: {self.received} received, {self.dropped} dropped, "
               f"{self.denied} denied, {self.failed + left} failed to store",
               file=sys.stderr, flush=True)
@@ -404,10 +427,10 @@ def main(argv=None) -> int:
     parser.add_argument("--curve-keys-stdin", action="store_true",
                         help="CURVE: the server's key pair of this run, one line on stdin "
                              "(public and secret key, Z85); no publisher is admitted")
-    parser.add_argument("--local-door", action="store_true",
+    parser.add_argument("--local-door-dir", default="", metavar="DIR",
                         help="with CURVE: also take publishers on this host without keys, as "
-                             "their Unix user, on ipc://@kafkalite-ingest-<port> (the "
-                             "authorizer is on)")
+                             "their Unix user, on ipc://DIR/ingest-<port> (the authorizer is "
+                             "on); DIR must be a directory only this user can add to")
     args = parser.parse_args(argv)
     keys = None
     if args.curve_keys_stdin:
@@ -419,13 +442,16 @@ def main(argv=None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         gw = Gateway(args.bootstrap, args.host, args.port, args.curve_secret_key_file,
-                     args.curve_authorized_keys, keys, local_door=args.local_door)
+                     args.curve_authorized_keys, keys, local_door_dir=args.local_door_dir)
     except curve.CurveKeyError as exc:
         print(f"kafkalite ingest: {exc}", file=sys.stderr, flush=True)
         return 1
     except zmq.ZMQError as exc:
         print(f"kafkalite ingest: cannot listen on {args.host}:{args.port}: {exc}",
               file=sys.stderr, flush=True)
+        return 1
+    except OSError as exc:          # the local door
+        print(f"kafkalite ingest: no local door: {exc}", file=sys.stderr, flush=True)
         return 1
     print("ingest", gw.port, flush=True)
 

@@ -51,6 +51,8 @@ class RingLink(Link):
         self.endpoint = conn.endpoint
         self.ring = ProducerRing.create(ring_bytes)
         attach = {"op": "shm_attach", "ring": self.ring.name, "acks": acks,
+                  # proof that the ring is ours: only who can read it knows this
+                  "secret": self.ring.attach_secret.hex(),
                   "client_id": conn.client_id}     # whose client quotas the ring counts to
         if transactional_id is not None:
             attach.update(transactional_id=transactional_id,

@@ -358,17 +358,21 @@ class CurveServer:
     def secure_client(self, sock: zmq.Socket) -> None:
         secure_client(sock, self.public, self.public, self.secret)
 
-    def bind_local_door(self, sock: zmq.Socket, context: zmq.Context, name: str,
-                        owner: str) -> bool:
-        """Make ``sock`` a local door -- an ipc:// socket without CURVE in
-        Linux's abstract namespace, ``name``, whose peers are their user ids
-        (LOCAL_ZAP_DOMAIN; enforced, so that no handshake passes if no ZAP
-        handler answered) -- and bind it. False, ``sock`` closed and a
-        warning naming ``owner`` logged, when the name is taken: clients
-        without keys then stay refused."""
+    def local_door(self, sock: zmq.Socket, context: zmq.Context) -> None:
+        """Before bind: ``sock`` is a local door -- an ipc:// socket without
+        CURVE whose peers are their user ids (LOCAL_ZAP_DOMAIN; enforced, so
+        that no handshake passes if no ZAP handler answered)."""
         self.start(context)
         sock.setsockopt_string(zmq.ZAP_DOMAIN, LOCAL_ZAP_DOMAIN)
         sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
+
+    def bind_local_door(self, sock: zmq.Socket, context: zmq.Context, name: str,
+                        owner: str) -> bool:
+        """Make ``sock`` a local door (``local_door``) in Linux's abstract
+        namespace, ``name``, and bind it. False, ``sock`` closed and a
+        warning naming ``owner`` logged, when the name is taken: clients
+        without keys then stay refused."""
+        self.local_door(sock, context)
         try:
             sock.bind(f"ipc://@{name}")
         except zmq.ZMQError as exc:
@@ -390,15 +394,24 @@ def local_principal(address: str) -> str | None:
     """``User:unix:<name>`` of the Unix-domain peer whose ZAP address is
     ``address`` (libzmq: "<host>:uid:gid:pid"); None when it carries no
     credentials (not a Unix-domain peer)."""
-    parts = address.rsplit(":", 3)
-    if len(parts) != 4 or not all(p.isdigit() for p in parts[1:]):
+    uid = peer_uid(address)
+    if uid is None:
         return None
-    uid = int(parts[1])
     try:
         name = pwd.getpwuid(uid).pw_name
     except KeyError:        # a uid without a passwd entry (a container's)
         name = str(uid)
     return LOCAL_PRINCIPAL_PREFIX + name
+
+
+def peer_uid(address: str) -> int | None:
+    """The uid in libzmq's address of a Unix-domain peer ("<host>:uid:gid:pid",
+    from the kernel's SO_PEERCRED: ZAP's address, a message's Peer-Address);
+    None for any other address."""
+    parts = address.rsplit(":", 3)
+    if len(parts) != 4 or not all(p.isdigit() for p in parts[1:]):
+        return None
+    return int(parts[1])
 
 
 def pending_key(principal: str) -> str | None:

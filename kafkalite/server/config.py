@@ -30,6 +30,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 
+from kafkalite import local_socket
 from kafkalite.errors import InvalidConfigurationError
 from kafkalite.server.auth import security
 from kafkalite.storage.config import LogConfig
@@ -179,8 +180,17 @@ SETTINGS: dict[str, Setting] = {
         "their direct links instead of loopback TCP. With security on and the authorizer, each "
         "native port also has a local door: a Unix-domain socket through which a client on "
         "this host without CURVE keys is the principal User:unix:<its user name> (the "
-        "kernel's peer credentials), under the ACLs. False closes both.",
+        "kernel's peer credentials), under the ACLs, and so has the ingest gateway (a socket "
+        "file in local_door_dir). False closes them all.",
         kafka_note="kafkalite's own: Kafka's listeners are TCP only."),
+    "local_door_dir": Setting(
+        "Directory of the ingest gateway's local door, the socket file ingest-<port> that "
+        "publishers on this host without CURVE keys connect to (with the authorizer on). It "
+        "must be the server's user's and writable by no one else, in directories that are "
+        "root's or that user's and, where others may write, sticky; else the server does not "
+        "start (another user could put a socket in the door's place). Made 0755 when "
+        "missing. \"\": /run/kafkalite for a server run by root, else /tmp/kafkalite-<uid>.",
+        kafka_note="kafkalite's own."),
     "broker_session_timeout_ms": Setting("A worker silent this long (hung, stopped) is fenced "
                                          "and loses its leaderships.",
                                          ("broker.session.timeout.ms",)),
@@ -400,6 +410,7 @@ class ServerConfig:
     replica_fetch_wait_max_ms: int = 500
     replica_local_reads: bool = True
     local_sockets: bool = True
+    local_door_dir: str = ""
     broker_session_timeout_ms: int = 6_000
     # -1: no bound: a fixed window let a slow restart (a loaded machine) find its workers
     # gone (issue 68)
@@ -646,6 +657,15 @@ class ServerConfig:
     def effective_log_level(self) -> str:
         """``log_level``, else $KAFKALITE_LOG_LEVEL (kept for old set-ups), else WARNING."""
         return (self.log_level or os.environ.get("KAFKALITE_LOG_LEVEL") or "WARNING").upper()
+
+    @property
+    def ingest_door_dir(self) -> str:
+        """The directory of the ingest gateway's local door (local_socket.py),
+        "" when it has none: no gateway, the authorizer off (no principals to
+        tell apart), or local_sockets off."""
+        if self.ingest_port < 0 or not (self.authorizer_enabled and self.local_sockets):
+            return ""
+        return os.path.abspath(self.local_door_dir or local_socket.default_door_dir())
 
     @property
     def public_host(self) -> str:

@@ -3,8 +3,9 @@ RecordBatch v2 blobs to the worker that owns the partition, without a
 socket, and gets one ack per batch back.
 
     producer                                  worker (owns the partitions)
-    ring = ProducerRing.create()              ring = WorkerRing.attach(name)
-    (send ring.name to the worker)            while ring.wait(timeout):
+    ring = ProducerRing.create()              ring = WorkerRing.attach(name, secret)
+    (send ring.name and ring.attach_secret    while ring.wait(timeout):
+     to the worker)
     seq = ring.append(topic, p, batch)            for seq, topic, p, batch in ring.poll():
     for seq, err, base in ring.wait_acks(1):          info = log.append(batch)  # a copy
         ...                                           ring.ack(seq, 0, info.first_offset)
@@ -40,10 +41,13 @@ Crash contract:
 
 Permissions: the segment and both doorbell FIFOs are created with
 O_EXCL and mode 0600 (whatever the umask), owned by the producer's user, so
-no other local user can open, read or write a ring; a worker of the same
-user attaches it only when the producer asks over the worker's native
-socket (``shm_attach``), which CURVE authenticates and the authorizer
-checks when they are on (server/replica/ring_gateway.py).
+no other local user can open, read or write a ring. A worker (of the same
+user, or root) attaches it only when asked over its native socket
+(``shm_attach``, which CURVE authenticates and the authorizer checks when
+they are on: server/replica/ring_gateway.py) by someone who shows the
+ring's attach secret -- which only a process that can read the segment
+knows -- and, on a local door, whose uid owns the files; it never follows
+a link to them (WorkerRing.attach, the core's "A peer naming a ring").
 
 Who may call: one thread per handle, in the process that created or attached
 it (see the core's contract for fork).
@@ -57,13 +61,13 @@ import time
 
 from kafkalite._ext.shm_ring import (
     DEFAULT_CAPACITY, NAME_PREFIX, PID_BITS, SHM_DIR, PeerGone, ProducerCore, RingCorrupted,
-    RingError, RingFenced, RingPoisoned, RingTimeout, WorkerCore, entry_size, process_alive,
+    RingError, RingFenced, RingPoisoned, RingRefused, RingTimeout, WorkerCore, entry_size, process_alive,
     unlink_ring,
 )
 
 __all__ = ["ProducerRing", "WorkerRing", "RingError", "RingTimeout", "PeerGone", "RingFenced",
-           "RingCorrupted", "RingPoisoned", "DEFAULT_CAPACITY", "NAME_PREFIX", "SHM_DIR",
-           "entry_size"]
+           "RingCorrupted", "RingPoisoned", "RingRefused", "DEFAULT_CAPACITY", "NAME_PREFIX",
+           "SHM_DIR", "entry_size"]
 
 # Without pidfds, a blocked side re-checks its peer's liveness this often.
 LIVENESS_POLL_S = 0.1
@@ -133,10 +137,11 @@ def _remaining(deadline: float | None) -> float | None:
 
 class ProducerRing(ProducerCore):
     """The producer's end of a ring. ``ProducerRing.create(capacity, name)``
-    makes the segment and doorbells; hand ``name`` to the worker.
+    makes the segment and doorbells; hand ``name`` and ``attach_secret`` to
+    the worker.
 
     Inherited from the core (non-blocking): try_append, poll_acks, unacked,
-    arm / disarm, fileno, name, capacity, max_entry_size, next_sequence,
+    arm / disarm, fileno, name, attach_secret, capacity, max_entry_size, next_sequence,
     in_flight, worker_pid, worker_epoch, worker_error, close(unlink=True).
     """
 
@@ -244,9 +249,10 @@ class ProducerRing(ProducerCore):
 
 
 class WorkerRing(WorkerCore):
-    """The worker's end of a ring. ``WorkerRing.attach(name)`` validates the
-    segment, takes the worker slot (next epoch) and resumes after the last
-    acked entry.
+    """The worker's end of a ring. ``WorkerRing.attach(name, secret, owner)``
+    checks that the asker showed the ring's secret and owns its files
+    (RingRefused otherwise), validates the segment, takes the worker slot
+    (next epoch) and resumes after the last acked entry.
 
     Inherited from the core (non-blocking): poll, ack, release_through,
     arm / disarm, fileno, name, capacity, epoch, next_sequence, producer_pid,

@@ -37,7 +37,7 @@ import zmq.utils.monitor
 
 from harness import (child_env, create, read_all, sasl_config, secured_server, stop_server,
                      wait_until)
-from kafkalite import errors, local_socket
+from kafkalite import errors
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
                                    ResourcePatternType, ResourceType)
 from kafkalite.client import AdminClient, Consumer, NewTopic, Producer, TopicPartition
@@ -293,12 +293,18 @@ def test_a_local_publisher_without_keys_is_its_unix_user_at_the_ingest_gateway(s
     grant(server, ME, allowed, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.READ)
     grant(server, ME, denied, AclOperation.DESCRIBE, AclOperation.READ)
     port = int(server.info["ingest"].rsplit(":", 1)[1])
+    # the address docs/security.md gives: a socket file of the server's user
+    assert server.info["ingest.local"] == (
+        f"ipc:///run/kafkalite/ingest-{port}" if os.getuid() == 0
+        else f"ipc:///tmp/kafkalite-{os.getuid()}/ingest-{port}")
+    door = server.info["ingest.local"].removeprefix("ipc://")
+    assert os.stat(door).st_uid == os.stat(os.path.dirname(door)).st_uid == os.getuid()
     ctx = zmq.Context()
     try:
         push = ctx.socket(zmq.PUSH)
         push.setsockopt(zmq.LINGER, 2000)
         push.setsockopt(zmq.SNDTIMEO, 10_000)     # no door: a PUSH without a peer waits
-        push.connect(f"ipc://@{local_socket.ingest_door_name(port)}")
+        push.connect(server.info["ingest.local"])
         for i in range(20):
             push.send_multipart([denied.encode(), b"", b"%d" % i])
             push.send_multipart([allowed.encode(), b"", b"%d" % i])

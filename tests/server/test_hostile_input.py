@@ -138,7 +138,8 @@ def attached_ring(server, endpoint: str, capacity: int = 64 << 10):
     ring = ProducerRing.create(capacity)
     conn = Connection(endpoint)
     try:
-        conn.extension({"op": "shm_attach", "ring": ring.name})
+        conn.extension({"op": "shm_attach", "ring": ring.name,
+                        "secret": ring.attach_secret.hex()})
     except BaseException:
         ring.close()
         raise

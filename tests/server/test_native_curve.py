@@ -206,13 +206,14 @@ def test_ring_attach_needs_the_authenticated_channel_and_write(srv, keys):
     before = shm_entries()
     worker = srv.refresh()["workers"][0]["endpoint"]
     ring = ProducerRing.create(1 << 20)
+    attach = {"op": "shm_attach", "ring": ring.name, "secret": ring.attach_secret.hex()}
     try:
         # the ring's files: its owner's only
         assert {os.stat(p).st_mode & 0o777 for p in _ring_files(ring.name)} == {0o600}
         bob = native(srv, keys, "bob", worker)
         try:
             with pytest.raises(errors.TopicAuthorizationFailedError, match="attach a ring"):
-                bob.extension({"op": "shm_attach", "ring": ring.name}, 10)
+                bob.extension(attach, 10)
         finally:
             bob.close()
             bob.sock.context.term()
@@ -222,12 +223,12 @@ def test_ring_attach_needs_the_authenticated_channel_and_write(srv, keys):
         try:
             assert plain.door is not None
             with pytest.raises(errors.TopicAuthorizationFailedError, match="attach a ring"):
-                plain.extension({"op": "shm_attach", "ring": ring.name}, 10)
+                plain.extension(attach, 10)
         finally:
             plain.close()
         admin = native(srv, keys, "admin", worker)
         try:
-            assert admin.extension({"op": "shm_attach", "ring": ring.name}, 10)["worker"] == 0
+            assert admin.extension(attach, 10)["worker"] == 0
         finally:
             admin.close()
             admin.sock.context.term()

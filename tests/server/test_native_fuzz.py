@@ -33,6 +33,7 @@ def extension(rng, topic: str) -> list[bytes]:
     body = rng.choice([
         {"op": "shm_attach", "ring": rng.randbytes(8).hex()},
         {"op": "shm_attach", "ring": "../../etc/passwd"},
+        {"op": "shm_attach", "ring": rng.randbytes(8).hex(), "secret": rng.randbytes(16).hex()},
         {"op": "shm_attach", "ring": rng.choice([None, 5, [], {}])},
         {"op": "shm_attach"},
         {"op": rng.randbytes(4).hex()},

@@ -10,12 +10,14 @@ half a second of one-record appends. Counted in entries, never timed.
 """
 from __future__ import annotations
 
+import os
 import select
 
 import pytest
 import zmq
 
 from harness import shm_entries
+from kafkalite import errors
 from kafkalite.record import RecordBatchBuilder
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.replica.replica_manager import ReplicaManager
@@ -47,9 +49,38 @@ def gateway(tmp_path):
     assert shm_entries() <= before
 
 
+def attach_request(ring, **body) -> dict:
+    """``shm_attach`` as the ring's producer sends it (client/ring_link.py)."""
+    return {"op": "shm_attach", "ring": ring.name, "secret": ring.attach_secret.hex(), **body}
+
+
+def test_only_the_rings_producer_attaches_it(gateway):
+    """Issue 67: a local user who read a ring's name in /dev/shm named it in
+    shm_attach to the worker draining it, which took it over under that
+    user's principal (the owner's entries were then refused as theirs).
+    Without the ring's secret, or as another uid than the files' owner
+    (a local door's peer), the attach is CLUSTER_AUTHORIZATION_FAILED and
+    the ring stays its producer's, drained as before."""
+    rm, gw, ring = gateway
+    gw.attach(attach_request(ring, acks=1), "User:owner", os.geteuid())
+    (fd,) = gw.rings
+    for body, uid in [({"op": "shm_attach", "ring": ring.name}, None),
+                      ({"op": "shm_attach", "ring": ring.name, "secret": "zz"}, None),
+                      (attach_request(ring, secret=bytes(16).hex()), None),
+                      (attach_request(ring), os.geteuid() + 1)]:
+        with pytest.raises(errors.ClusterAuthorizationFailedError,
+                           match="may not attach ring .*(not its own|belongs to uid)"):
+            gw.attach(body, "User:intruder", uid)
+    assert list(gw.rings) == [fd] and gw.principals[fd] == "User:owner"
+    assert ring.worker_epoch == 1
+    assert ring.try_append("t", 0, one_record()) >= 0
+    gw.on_events({fd: zmq.POLLIN})
+    assert [(code, base) for _, code, base in ring.poll_acks()] == [(0, 0)]
+
+
 def test_a_busy_ring_is_drained_a_bounded_slice_at_a_time(gateway):
     rm, gw, ring = gateway
-    gw.attach({"op": "shm_attach", "ring": ring.name, "acks": 1}, "User:ANONYMOUS")
+    gw.attach(attach_request(ring, acks=1), "User:ANONYMOUS")
     batch = one_record()
     for _ in range(ENTRIES):
         assert ring.try_append("t", 0, batch) >= 0
@@ -92,7 +123,7 @@ def test_acks_all_entries_are_acknowledged_in_ring_order(gateway, partitions):
     rm, gw, ring = gateway
     for partition in range(partitions):
         lead_with_a_follower(rm, partition)
-    gw.attach({"op": "shm_attach", "ring": ring.name, "acks": -1}, "User:ANONYMOUS")
+    gw.attach(attach_request(ring, acks=-1), "User:ANONYMOUS")
     batch = one_record()
     entries = 64
     for i in range(entries):
@@ -123,7 +154,7 @@ def test_an_entry_refused_behind_a_waiting_one_is_acknowledged_after_it(gateway)
     entry's acknowledgement, not before."""
     rm, gw, ring = gateway
     lead_with_a_follower(rm, 0)
-    gw.attach({"op": "shm_attach", "ring": ring.name, "acks": -1}, "User:ANONYMOUS")
+    gw.attach(attach_request(ring, acks=-1), "User:ANONYMOUS")
     batch = one_record()
     assert ring.try_append("r", 0, batch) >= 0
     assert ring.try_append("nowhere", 0, batch) >= 0

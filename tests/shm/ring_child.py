@@ -3,8 +3,10 @@ ring, in a real separate process.
 
 usage:
   ring_child.py worker            JSON commands on stdin, one JSON reply per line
-  ring_child.py serve NAME SEED   attach as worker, drain and ack forever (until killed)
-  ring_child.py produce NAME SEED create ring NAME, append forever (until killed)
+  ring_child.py serve NAME SECRET SEED  attach as worker (SECRET: the ring's attach
+                                  secret, hex), drain and ack forever (until killed)
+  ring_child.py produce NAME SEED create ring NAME, say its attach secret, append
+                                  forever (until killed)
 
 Batch contents are a pure function of the sequence number (``content``), and
 the worker's ack values a pure function of what it received (``ack_values``),
@@ -62,7 +64,7 @@ def worker():
         cmd = json.loads(line)
         op = cmd["op"]
         if op == "attach":
-            ring = WorkerRing.attach(cmd["name"])
+            ring = WorkerRing.attach(cmd["name"], bytes.fromhex(cmd["secret"]))
             _reply({"epoch": ring.epoch, "next": ring.next_sequence, "pid": os.getpid()})
         elif op == "drain":
             _reply({"entries": _drain(ring, cmd["count"], rng)})
@@ -85,11 +87,11 @@ def worker():
             return
 
 
-def serve(name, seed):
+def serve(name, secret, seed):
     """A worker that polls a few entries at a time and acks them with small
     random pauses in between, so a kill lands between poll, ack and release."""
     rng = random.Random(seed)
-    ring = WorkerRing.attach(name)
+    ring = WorkerRing.attach(name, bytes.fromhex(secret))
     print("attached", ring.epoch, ring.next_sequence, flush=True)
     while ring.producer_alive():
         if not ring.wait(1.0):
@@ -107,7 +109,7 @@ def produce(name, seed):
     """A producer appending large batches as fast as the worker takes them."""
     rng = random.Random(seed)
     ring = ProducerRing.create(4 << 20, name=name)
-    print("created", ring.name, flush=True)
+    print("created", ring.name, ring.attach_secret.hex(), flush=True)
     while True:
         seq = ring.next_sequence
         ring.append("t%d" % (seq % 5), seq % 3, content(seq, size_for(seq, rng)))
@@ -123,7 +125,7 @@ if __name__ == "__main__":
     if mode == "worker":
         worker()
     elif mode == "serve":
-        serve(sys.argv[2], int(sys.argv[3]))
+        serve(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif mode == "produce":
         produce(sys.argv[2], int(sys.argv[3]))
     else:

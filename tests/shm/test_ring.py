@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 import kafkalite.shm
 from kafkalite._ext import shm_ring as core
 from kafkalite.shm import (NAME_PREFIX, SHM_DIR, PeerGone, ProducerRing, RingError, RingFenced,
-                           RingTimeout, WorkerRing, entry_size)
+                           RingRefused, RingTimeout, WorkerRing, entry_size)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -166,7 +166,7 @@ def _round_trip(worker_proc, capacity, entries):
     ring = ProducerRing.create(capacity)
     wraps = rewinds = 0
     try:
-        assert worker_proc.call(op="attach", name=ring.name)["epoch"] == 1
+        assert worker_proc.call(op="attach", name=ring.name, secret=ring.attach_secret.hex())["epoch"] == 1
         worker_proc.send(op="drain", count=len(entries))
         seqs, acks = [], []
         for topic, partition, batch in entries:
@@ -223,7 +223,7 @@ def test_thousands_of_entries_through_a_small_ring(worker_proc):
 def test_full_ring_refuses_then_resumes_and_loses_nothing(worker_proc):
     ring = ProducerRing.create(SMALL)
     try:
-        worker_proc.call(op="attach", name=ring.name)         # attached, not draining
+        worker_proc.call(op="attach", name=ring.name, secret=ring.attach_secret.hex())         # attached, not draining
         sent = []
         while True:
             entry = ("full", len(sent) % 4, ring_child.content(len(sent), 4000))
@@ -262,7 +262,7 @@ def test_full_ring_refuses_then_resumes_and_loses_nothing(worker_proc):
 
 def test_entries_in_flight_are_bounded_by_ack_slots():
     ring = ProducerRing.create(SMALL, ack_slots=16)
-    worker = WorkerRing.attach(ring.name)
+    worker = WorkerRing.attach(ring.name, ring.attach_secret)
     try:
         assert [ring.try_append("t", 0, b"x") for _ in range(16)] == list(range(16))
         assert ring.try_append("t", 0, b"x") == -1       # data room left, ack slots not
@@ -301,7 +301,7 @@ def test_worker_kill_9_mid_stream_loses_nothing_and_a_new_worker_drains_the_rest
     try:
         for rnd in range(KILL_ROUNDS):
             pending = [u[0] for u in ring.unacked()]
-            child = Child("serve", ring.name, str(rnd))
+            child = Child("serve", ring.name, ring.attach_secret.hex(), str(rnd))
             try:
                 word, epoch, first = child.readline().split()
                 assert (word, int(epoch)) == ("attached", rnd + 1)
@@ -335,7 +335,7 @@ def test_worker_kill_9_mid_stream_loses_nothing_and_a_new_worker_drains_the_rest
             assert all(appended[s] == (t, p, b) for s, t, p, b in unacked)
 
         rest = ring.unacked()
-        hello = worker_proc.call(op="attach", name=ring.name)
+        hello = worker_proc.call(op="attach", name=ring.name, secret=ring.attach_secret.hex())
         assert hello["epoch"] == KILL_ROUNDS + 1 and hello["next"] == rest[0][0]
         worker_proc.send(op="drain", count=len(rest))
         got = worker_proc.recv()["entries"]
@@ -359,7 +359,7 @@ def test_worker_death_is_noticed_without_pidfds(worker_proc, monkeypatch):
     with ProducerRing.create(SMALL) as ring:
         child = Child("worker")
         try:
-            child.call(op="attach", name=ring.name)
+            child.call(op="attach", name=ring.name, secret=ring.attach_secret.hex())
             assert ring.worker_alive()
             ring.append("t", 0, b"never acked")
             child.kill()
@@ -382,8 +382,9 @@ def test_producer_kill_9_worker_drains_complete_entries_and_cleans_up():
         child = Child("produce", name, str(rnd))
         ring = None
         try:
-            assert child.readline().split() == ["created", name]
-            ring = WorkerRing.attach(name)
+            word, created, secret = child.readline().split()
+            assert (word, created) == ("created", name)
+            ring = WorkerRing.attach(name, bytes.fromhex(secret))
             assert ring.producer_alive()
             expected = [0]
 
@@ -424,7 +425,7 @@ def test_producer_kill_9_worker_drains_complete_entries_and_cleans_up():
 def test_a_sleeping_worker_wakes_within_milliseconds(worker_proc):
     ring = ProducerRing.create(SMALL)
     try:
-        worker_proc.call(op="attach", name=ring.name)
+        worker_proc.call(op="attach", name=ring.name, secret=ring.attach_secret.hex())
         latencies = []
         for op in ["wait", "wait", "wait", "select", "select"]:
             assert worker_proc.call(op=op, timeout=5).get("armed", True) is True
@@ -445,7 +446,7 @@ def test_a_sleeping_worker_wakes_within_milliseconds(worker_proc):
 def test_idle_waits_burn_no_cpu(worker_proc):
     ring = ProducerRing.create(SMALL)
     try:
-        worker_proc.call(op="attach", name=ring.name)
+        worker_proc.call(op="attach", name=ring.name, secret=ring.attach_secret.hex())
         assert worker_proc.call(op="wait", timeout=0.5) == {"waiting": True}
         idle = worker_proc.recv()
         assert idle["ready"] is False and idle["wall"] >= 0.49
@@ -472,7 +473,7 @@ def test_idle_waits_burn_no_cpu(worker_proc):
 
 def test_doorbell_fds_work_with_select_and_zmq_poller():
     ring = ProducerRing.create(SMALL)
-    worker = WorkerRing.attach(ring.name)
+    worker = WorkerRing.attach(ring.name, ring.attach_secret)
     ctx = zmq.Context()
     pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
     try:
@@ -529,18 +530,24 @@ def test_doorbell_fds_work_with_select_and_zmq_poller():
 # ---- 6. bad input --------------------------------------------------------------------
 
 def _write_shm(name, data):
-    with open(os.path.join(SHM_DIR, name), "wb") as f:
+    """A file of ours in /dev/shm, as a producer makes a ring's (0600)."""
+    with open(os.open(os.path.join(SHM_DIR, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600),
+              "wb") as f:
         f.write(data)
 
 
 def test_attach_refuses_what_is_not_a_ring():
+    """A file with the ring's secret but not a ring is named for what is
+    wrong with it; one without is only "not yours" (what is in a file the
+    asker did not prove is theirs is not told)."""
     ring = ProducerRing.create(SMALL)
+    secret = ring.attach_secret
     with open(ring.path, "rb") as f:
         image = bytearray(f.read())
     ring.close()
     bad = {
-        "garbage": (bytes(range(256)) * 64, "not a kafkalite ring"),
-        "empty": (b"", "shorter than a ring header"),
+        "garbage": (bytes(range(256)) * 64, "not its own"),
+        "empty": (b"", "not its own"),
         "short": (image[:1000], "shorter than a ring header"),
         "truncated": (image[:len(image) // 2], "truncated"),
         "version": (image[:8] + (99).to_bytes(4, "little") + image[12:], "layout version 99"),
@@ -554,13 +561,73 @@ def test_attach_refuses_what_is_not_a_ring():
             name = unique_name(tag)
             names.append(name)
             _write_shm(name, data)
-            with pytest.raises(ValueError, match=message):
-                WorkerRing.attach(name)
+            with pytest.raises((ValueError, RingRefused), match=message):
+                WorkerRing.attach(name, secret)
         with pytest.raises(FileNotFoundError):
-            WorkerRing.attach(unique_name("missing"))
+            WorkerRing.attach(unique_name("missing"), secret)
     finally:
         for name in names:
             os.unlink(os.path.join(SHM_DIR, name))
+
+
+def test_a_ring_is_attached_only_for_whoever_shows_it_is_theirs():
+    """The worker runs as the server's user (root, often) and opens what a
+    request names (issue 67: another local user named a ring read off
+    /dev/shm and took it over from the worker draining it). Refused
+    (RingRefused) before the worker slot is touched: the wrong secret,
+    another owner than the asker, a link to the ring, a ring others may
+    open; the attached worker drains on, unfenced."""
+    with ProducerRing.create(SMALL) as ring:
+        worker = WorkerRing.attach(ring.name, ring.attach_secret, os.geteuid())
+        for args, message in [
+                ((ring.name, bytes(core.ATTACH_SECRET_SIZE)), "not its own"),
+                ((ring.name, ring.attach_secret[:-1]), "not its own"),
+                ((ring.name, b""), "not its own"),
+                ((ring.name, ring.attach_secret, os.geteuid() + 1), "belongs to uid")]:
+            with pytest.raises(RingRefused, match=message):
+                WorkerRing.attach(*args)
+        for make_link, message in [(os.symlink, "symbolic link"), (os.link, "2 links")]:
+            link = unique_name(make_link.__name__)
+            make_link(ring.path, os.path.join(SHM_DIR, link))
+            try:
+                with pytest.raises(RingRefused, match=message):
+                    WorkerRing.attach(link, ring.attach_secret)
+            finally:
+                os.unlink(os.path.join(SHM_DIR, link))
+        os.chmod(ring.path, 0o640)
+        with pytest.raises(RingRefused, match="mode 0640"):
+            WorkerRing.attach(ring.name, ring.attach_secret)
+        os.chmod(ring.path, 0o600)
+        assert (ring.worker_epoch, worker.epoch) == (1, 1)
+        ring.append("t", 0, b"still drained")
+        assert [bytes(e[3]) for e in worker.poll()] == [b"still drained"]
+        worker.close()
+
+
+def test_a_doorbell_that_is_not_the_rings_own_is_refused(tmp_path):
+    """The asker's own ring (its secret known) whose doorbell is a link to
+    another file: the worker would write a byte into whatever it opened.
+    It opens no link, and takes only FIFOs of the segment's owner."""
+    target = tmp_path / "someone-elses"
+    target.write_bytes(b"untouched")
+    with ProducerRing.create(SMALL) as ring:
+        bell = ring.path + ".p"
+        os.rename(bell, bell + ".saved")
+        os.symlink(target, bell)
+        try:
+            with pytest.raises(RingRefused, match="symbolic link"):
+                WorkerRing.attach(ring.name, ring.attach_secret)
+        finally:
+            os.unlink(bell)
+            os.rename(bell + ".saved", bell)
+        if os.geteuid() == 0:       # a FIFO of another user (root can make one)
+            os.chown(bell, 65534, 65534)
+            with pytest.raises(RingRefused, match="belongs to uid 65534"):
+                WorkerRing.attach(ring.name, ring.attach_secret)
+            os.chown(bell, 0, 0)
+        assert ring.worker_epoch == 0
+        WorkerRing.attach(ring.name, ring.attach_secret).close()
+    assert target.read_bytes() == b"untouched"
 
 
 def test_producer_refuses_bad_entries_and_bad_rings():
@@ -588,7 +655,7 @@ def test_producer_refuses_bad_entries_and_bad_rings():
         assert entry_size(1, fits) == SMALL // 2
         with pytest.raises(ValueError, match="larger than half the ring"):
             ring.append("t", 0, bytes(fits + 1), timeout=10)
-        worker = WorkerRing.attach(ring.name)
+        worker = WorkerRing.attach(ring.name, ring.attach_secret)
         for seq, *_ in worker.poll():
             worker.ack(seq, 0, 0)
             worker.release_through(seq)
@@ -600,7 +667,7 @@ def test_producer_refuses_bad_entries_and_bad_rings():
 
 
 def test_worker_refuses_out_of_order_acks_and_releases():
-    with ProducerRing.create(SMALL) as ring, WorkerRing.attach(ring.name) as worker:
+    with ProducerRing.create(SMALL) as ring, WorkerRing.attach(ring.name, ring.attach_secret) as worker:
         with pytest.raises(ValueError, match="no polled entry"):
             worker.ack(0, 0, 0)
         for i in range(3):
@@ -622,12 +689,12 @@ def test_worker_refuses_out_of_order_acks_and_releases():
 
 def test_a_second_live_worker_is_refused_and_a_takeover_fences_the_first(worker_proc):
     with ProducerRing.create(SMALL) as ring:
-        worker_proc.call(op="attach", name=ring.name)
+        worker_proc.call(op="attach", name=ring.name, secret=ring.attach_secret.hex())
         with pytest.raises(ValueError, match="live worker"):
-            WorkerRing.attach(ring.name)
+            WorkerRing.attach(ring.name, ring.attach_secret)
         worker_proc.call(op="close")
-        first = WorkerRing.attach(ring.name)
-        second = WorkerRing.attach(ring.name)               # same process: takes over
+        first = WorkerRing.attach(ring.name, ring.attach_secret)
+        second = WorkerRing.attach(ring.name, ring.attach_secret)               # same process: takes over
         assert (first.epoch, second.epoch) == (2, 3)
         with pytest.raises(RingFenced):
             first.poll()
@@ -642,7 +709,7 @@ def test_a_second_live_worker_is_refused_and_a_takeover_fences_the_first(worker_
 
 def test_entries_are_private_copies_the_producer_cannot_change():
     ring = ProducerRing.create(SMALL)
-    worker = WorkerRing.attach(ring.name)
+    worker = WorkerRing.attach(ring.name, ring.attach_secret)
     ring.append("t", 0, b"\x00" * 16 + b"payload")
     (seq, _, _, batch), = worker.poll()
     batch[0:8] = (1234).to_bytes(8, "big")          # a broker stamps baseOffset in place
@@ -659,7 +726,7 @@ def test_reattach_resumes_after_the_last_ack():
     with ProducerRing.create(SMALL) as ring:
         for i in range(5):
             ring.append("t", 0, b"entry-%d" % i)
-        worker = WorkerRing.attach(ring.name)
+        worker = WorkerRing.attach(ring.name, ring.attach_secret)
         assert [e[0] for e in worker.poll()] == [0, 1, 2, 3, 4]
         worker.ack(0, 0, 100)
         worker.ack(1, 0, 101)                           # acked, never released
@@ -667,7 +734,7 @@ def test_reattach_resumes_after_the_last_ack():
         worker.close()
         assert not ring.worker_alive()
         assert [u[0] for u in ring.unacked()] == [2, 3, 4]
-        worker = WorkerRing.attach(ring.name)
+        worker = WorkerRing.attach(ring.name, ring.attach_secret)
         assert worker.epoch == 2
         assert [(e[0], bytes(e[3])) for e in worker.poll()] == \
             [(2, b"entry-2"), (3, b"entry-3"), (4, b"entry-4")]
@@ -682,8 +749,8 @@ def test_reattach_resumes_after_the_last_ack():
 def test_public_surface():
     assert sorted(kafkalite.shm.__all__) == sorted(
         ["ProducerRing", "WorkerRing", "RingError", "RingTimeout", "PeerGone", "RingFenced",
-         "RingCorrupted", "RingPoisoned", "DEFAULT_CAPACITY", "NAME_PREFIX", "SHM_DIR",
-         "entry_size"])
+         "RingCorrupted", "RingPoisoned", "RingRefused", "DEFAULT_CAPACITY", "NAME_PREFIX",
+         "SHM_DIR", "entry_size"])
     for name in kafkalite.shm.__all__:
         assert getattr(kafkalite.shm, name) is getattr(kafkalite.shm.ring, name)
     for method in ["create", "try_append", "append", "poll_acks", "wait_acks", "unacked",

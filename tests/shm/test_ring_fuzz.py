@@ -35,7 +35,8 @@ class Fuzzer:
 
     def new_ring(self) -> None:
         self.ring = ProducerRing.create(CAPACITY)
-        self.conn.extension({"op": "shm_attach", "ring": self.ring.name}, 10)
+        self.conn.extension({"op": "shm_attach", "ring": self.ring.name,
+                             "secret": self.ring.attach_secret.hex()}, 10)
         self.rings += 1
 
     def collect(self, acks) -> None:

@@ -54,7 +54,10 @@ Kafka listeners. The workers and the gateway read it from a pipe; the
 owner's tools from ``<data dir>/owner.key_secret`` (0600,
 ``write_owner_keys``); with the authorizer on, other local users through
 each native port's local door, as ``User:unix:<name>``
-(native_listener.py). A cluster without a key file leaves those channels
+(native_listener.py), and at the ingest gateway's, a socket file in a
+directory only the server's user can add to, which ``check_local_door_dir``
+makes or checks before the server starts (it does not start otherwise). A
+cluster without a key file leaves those channels
 open, and one that listens beyond loopback says so once at start
 (``warn_if_node_channels_open``); with security on it does not start
 (``refuse_open_node_channels``).
@@ -68,7 +71,7 @@ import os
 import ssl
 from typing import TYPE_CHECKING
 
-from kafkalite import errors
+from kafkalite import errors, local_socket
 from kafkalite.errors import InvalidConfigurationError
 from kafkalite.server.auth.credentials import MECHANISMS, CredentialStore, users_file
 from kafkalite.server.listeners import SECURITY_PROTOCOLS, kafka_listeners
@@ -308,6 +311,15 @@ def restrict_file_modes(config) -> None:
             os.chmod(config.data_dir, mode & ~0o007)
     except FileNotFoundError:
         pass                            # made under the umask
+
+
+def check_local_door_dir(config) -> None:
+    """The directory of the ingest gateway's local door, made or checked
+    (local_socket.door_directory) before anything starts: OSError naming
+    what is wrong, so the server refuses to start rather than leave local
+    publishers a door another user could put a socket in place of."""
+    if config.ingest_door_dir:
+        local_socket.door_directory(config.ingest_door_dir)
 
 
 def refuse_open_node_channels(config) -> None:

@@ -7,7 +7,10 @@ encodes: every request becomes a ``RequestContext`` (requests.py) handed to
 the process's dispatcher, and this listener is the context's responder.
 
 Extension requests (API key 32000, JSON ops such as ``shm_attach``) go to
-the ``extensions`` table: op name -> fn(body dict, principal) -> reply dict.
+the ``extensions`` table: op name -> fn(body dict, principal, peer uid) ->
+reply dict, where the peer uid is the kernel's word for a local door's peer
+(its SO_PEERCRED, which libzmq reports in the message's Peer-Address) and
+None for a TCP peer.
 
 Fetch responses may carry segment file regions; ZeroMQ needs bytes, so a
 region is read into memory here (the Kafka listener sendfiles them).
@@ -99,7 +102,7 @@ from kafkalite.errors import KafkaError
 from kafkalite.protocol import (ApiKey, ProtocolError, decode_request, encode_response,
                                 peek_request_header)
 from kafkalite.protocol import native
-from kafkalite.protocol.curve import pending_key, principal_of
+from kafkalite.protocol.curve import peer_uid, pending_key, principal_of
 from kafkalite.ratelimit import RateLimitedLog
 from kafkalite.server.network.kafka_listener import MAX_REQUEST_BYTES
 from kafkalite.server.network.port_holder import held_by
@@ -287,7 +290,9 @@ class NativeListener:
                 if principal is None:
                     return
         if native.is_extension_request(payload.buffer):
-            self._on_extension(identity, payload.bytes, principal)
+            self._on_extension(identity, payload.bytes, principal,
+                               None if self.peer_host is None
+                               else peer_uid(self._peer_of(payload, libzmq=True)))
             return
         try:
             header, body = decode_request(payload.buffer, records_in=[f.buffer for f in frames[2:]])
@@ -357,15 +362,18 @@ class NativeListener:
             header.api_key, header.api_version, header.correlation_id, answer)]))
         return None
 
-    def _peer_of(self, payload) -> str:
-        if self.peer_host is not None:
+    def _peer_of(self, payload, libzmq: bool = False) -> str:
+        """The peer's address as logs and ACLs see it; with ``libzmq``, as
+        libzmq reports it (a local door's: "localhost:<uid>:<gid>:<pid>")."""
+        if self.peer_host is not None and not libzmq:
             return self.peer_host
         try:
             return payload.get("Peer-Address") or "?"
         except zmq.ZMQError:
             return "?"
 
-    def _on_extension(self, identity: bytes, payload: bytes, principal: str) -> None:
+    def _on_extension(self, identity: bytes, payload: bytes, principal: str,
+                      peer_uid: int | None) -> None:
         try:
             correlation_id, body = native.decode_extension_request(payload)
             op = self.extensions[body["op"]]
@@ -373,7 +381,7 @@ class NativeListener:
             self._bad_input.warning("%s: dropped a malformed extension request: %s", self.name, exc)
             return
         try:
-            reply = {"error_code": 0, **op(body, principal)}
+            reply = {"error_code": 0, **op(body, principal, peer_uid)}
         except KafkaError as exc:
             reply = {"error_code": exc.code, "message": exc.message}
         except Exception as exc:  # one request must not take the process down

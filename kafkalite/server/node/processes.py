@@ -447,8 +447,8 @@ def spawn_ingest(config: ServerConfig, native_port: int, port: int,
                  "--curve-authorized-keys", config.native_curve_authorized_keys]
     elif node_keys:
         curve = ["--curve-keys-stdin"]
-    if curve and config.authorizer_enabled and config.local_sockets:
-        curve.append("--local-door")    # publishers on this host as their Unix user
+    if curve and config.ingest_door_dir:   # publishers on this host as their Unix user
+        curve += ["--local-door-dir", config.ingest_door_dir]
     proc = subprocess.Popen(
         [sys.executable, "-m", "kafkalite.client.ingest", "--bootstrap",
          f"{config.public_host}:{native_port}", "--host", config.host, "--port", str(port),

@@ -86,7 +86,7 @@ from dataclasses import dataclass, field
 
 import zmq
 
-from kafkalite import errors
+from kafkalite import errors, local_socket
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.ratelimit import RateLimitedLog
@@ -712,6 +712,11 @@ class Supervisor:
                                   for b in self.controller.live_brokers(Listener.KAFKA)],
                 "ingest": (f"tcp://{host}:{self.ingest_port}"
                            if self.ingest or self.config.ingest_port > 0 else None),
+                # where this host's publishers without keys come in (client/ingest.py)
+                **({"ingest.local": local_socket.ingest_door(self.config.ingest_door_dir,
+                                                             self.ingest_port)}
+                   if self.config.ingest_door_dir and (self.ingest or self.config.ingest_port > 0)
+                   else {}),
                 **({"metrics": f"{scheme}://{_bracket(host)}:{self.metrics.port}/metrics",
                     "health": f"{scheme}://{_bracket(host)}:{self.metrics.port}/health",
                     **{prefix.strip("/"): f"{scheme}://{_bracket(host)}:{self.metrics.port}"
@@ -732,7 +737,7 @@ class Supervisor:
                 # the key pair the native ports take, for the owner's tools
                 **({"owner.key_file": self.owner_key_file} if self.owner_key_file else {})}
 
-    def _served_endpoints(self, body: dict, principal: str) -> dict:
+    def _served_endpoints(self, body: dict, principal: str, peer_uid: int | None) -> dict:
         """The native ``server_endpoints`` extension (AdminClient.server_endpoints,
         ``kafkalite cluster info`` away from the data directory): the
         addresses of endpoints(), not this host's process id, data

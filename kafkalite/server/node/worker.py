@@ -571,7 +571,7 @@ class Worker:
                 self._chore_warned[what] = now + CHORE_WARNING_S
             return FAILED
 
-    def _kafka_endpoint(self, body: dict, principal: str) -> dict:
+    def _kafka_endpoint(self, body: dict, principal: str, peer_uid: int | None) -> dict:
         """The ``kafka_endpoint`` extension: where this worker's PLAINTEXT
         Kafka listener is, for a native client's direct TCP link
         (client/tcp_link.py). Refused under CURVE: the native port's keys

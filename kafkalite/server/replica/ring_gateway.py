@@ -50,7 +50,14 @@ in ``topics``), and each entry is checked for Write on its own topic before
 it is appended (refused entries are acknowledged with
 TOPIC_AUTHORIZATION_FAILED), as a Produce request is. The ring's files are
 its producer's own, mode 0600 (kafkalite/shm/): other local users cannot
-open them.
+open them, but the worker, as the server's user, can. So, in every
+configuration, the attach is refused (CLUSTER_AUTHORIZATION_FAILED) unless
+the request shows the ring's attach secret (``secret``, hex), which only a
+process that can read the ring knows, and -- on a local door, whose peer's
+uid the kernel tells -- the ring's files belong to that uid; links are not
+followed (WorkerRing.attach). Before, another local user who read a ring's
+name in /dev/shm attached it to the worker draining it, which took it over
+under that user's principal (issue 67).
 
 Quotas (quotas.py): each entry's batch bytes count against the
 ``producer_byte_rate`` of the ring's principal and the client id its
@@ -92,6 +99,15 @@ TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
 RING_HOST = "127.0.0.1"
 
 
+def _secret(body: dict) -> bytes:
+    """The ring's attach secret the asker showed (hex); b"" (which no ring
+    has) when it showed none, or nothing of the kind."""
+    try:
+        return bytes.fromhex(body.get("secret") or "")
+    except (TypeError, ValueError):
+        return b""
+
+
 class RingGateway:
     def __init__(self, replica_manager, poller: zmq.Poller, broker_id: int):
         self.replica_manager = replica_manager
@@ -117,9 +133,10 @@ class RingGateway:
         self.paused: dict[int, float] = {}     # per ring over its quota: resume time
         self._bad_ring = RateLimitedLog(log)
 
-    def attach(self, body: dict, principal: str) -> dict:
-        """The ``shm_attach`` extension request of ``principal``."""
-        from kafkalite.shm.ring import WorkerRing
+    def attach(self, body: dict, principal: str, peer_uid: int | None = None) -> dict:
+        """The ``shm_attach`` extension request of ``principal`` (the user
+        ``peer_uid`` when the kernel told who asks: a local door's peer)."""
+        from kafkalite.shm.ring import RingRefused, WorkerRing
         if self.authorizer is not None:
             topics = body.get("topics") or []
             allowed = self.authorizer.authorize_any(principal, RING_HOST, AclOperation.WRITE,
@@ -133,7 +150,10 @@ class RingGateway:
             raise errors.PolicyViolationError(
                 f"worker {self.broker_id} drains {MAX_RINGS} rings already")
         try:
-            ring = WorkerRing.attach(body["ring"])
+            ring = WorkerRing.attach(body["ring"], _secret(body), peer_uid)
+        except RingRefused as exc:
+            raise errors.ClusterAuthorizationFailedError(
+                f"{principal} may not attach ring {body.get('ring')!r}: {exc}")
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise errors.InvalidRequestError(f"cannot attach ring {body.get('ring')!r}: {exc}")
         except Exception as exc:    # RingCorrupted: a ring broken before it was attached
