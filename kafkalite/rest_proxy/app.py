@@ -4,7 +4,7 @@ Answers ``application/json`` on v3 paths and ``application/vnd.kafka.v2+json``
 on v2's (or the embedded format's type, for records); an error is
 Confluent's body (errors.py) with its HTTP status; a bug is 500, logged,
 never a dropped connection. v3's ``POST .../records`` with a chunked body
-is the one streamed answer (records.py).
+is the one streamed answer (stream.py).
 
 Who may call: metrics.py's HTTP server threads, any number at once. With
 security on the server wraps this app in http_login.py's login; this
@@ -27,6 +27,7 @@ from kafkalite.rest_proxy.errors import (BAD_REQUEST, INTERNAL_ERROR, INVALID_BI
 from kafkalite.rest_proxy.records import RecordProducer
 from kafkalite.rest_proxy.schemas import (KEY_SCHEMA_MISSING, VALUE_SCHEMA_MISSING,
                                           SchemaFormats, subject_of)
+from kafkalite.rest_proxy.stream import produce_stream
 from kafkalite.rest_proxy.v3 import ClusterResources
 
 log = logging.getLogger("kafkalite.rest_proxy")
@@ -119,7 +120,8 @@ class ProxyApp:
                                                      f"{req.content_type}")
         if req.chunked:
             self.producer.partitions(topic)         # 40401 before the 200 of a stream
-            return self.producer.produce_stream(cluster_id, topic, req.stream(), req)
+            return produce_stream(self.producer, cluster_id, topic, req.stream(), req,
+                                  req.environ.get("kafkalite.send_room"))
         record = req.json(None)
         if record is None:
             raise ProxyError(BAD_REQUEST, "the request body is empty: a record is expected")
@@ -186,7 +188,7 @@ class ProxyApp:
             **({"key": data("key", r, i)} if r.get("key") is not None else {}),
             **({"value": data("value", r, i)} if "value" in r else {}),
         }).encode() for i, r in enumerate(records)]
-        answers = list(self.producer.produce_stream(cluster_id, topic, iter(chunks), req))
+        answers = list(produce_stream(self.producer, cluster_id, topic, iter(chunks), req))
         offsets = []
         for line in b"".join(answers).splitlines():
             a = json.loads(line)

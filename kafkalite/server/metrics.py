@@ -62,10 +62,14 @@ process's loop thread; ``NodeMetrics`` from the supervisor's loop thread
 from __future__ import annotations
 
 import bisect
+import fcntl
 import json
 import logging
 import os
 import resource
+import socket
+import struct
+import termios
 import threading
 import time
 
@@ -302,8 +306,10 @@ def serve_http(host: str, port: int, app, tls=None, *, max_connections: int, ref
     ``refuse(sock, address, answer)`` on the accept thread and closed.
     ``tls``: an ssl.SSLContext, each handshake on the connection's own
     thread. The HTTP port (NodeMetrics.serve) and the schema registry's
-    port (kafkalite/registry/) are both served by it. Answers the server
-    (``server_port``; ``shutdown()`` and ``server_close()`` stop it)."""
+    port (kafkalite/registry/) are both served by it. Each request's
+    environ carries ``kafkalite.send_room`` (send_room of its connection).
+    Answers the server (``server_port``; ``shutdown()`` and
+    ``server_close()`` stop it)."""
     from wsgiref.simple_server import WSGIRequestHandler, make_server
 
     from prometheus_client.exposition import ThreadingWSGIServer
@@ -315,6 +321,12 @@ def serve_http(host: str, port: int, app, tls=None, *, max_connections: int, ref
 
         def log_message(self, format, *args):
             pass
+
+        def get_environ(self):
+            environ = super().get_environ()
+            sock = self.connection
+            environ["kafkalite.send_room"] = lambda: send_room(sock)
+            return environ
 
     bind = host if host not in ("", "*") else "0.0.0.0"
     slots = threading.BoundedSemaphore(max_connections)
@@ -345,7 +357,6 @@ def serve_http(host: str, port: int, app, tls=None, *, max_connections: int, ref
                 slots.release()
 
     if ":" in bind:
-        import socket
         HttpServer.address_family = socket.AF_INET6
     try:
         httpd = make_server(bind, port, app, HttpServer, handler_class=_QuietHandler)
@@ -359,6 +370,22 @@ def serve_http(host: str, port: int, app, tls=None, *, max_connections: int, ref
                                        do_handshake_on_connect=False)
     threading.Thread(target=httpd.serve_forever, name=f"{name}-http", daemon=True).start()
     return httpd
+
+
+def send_room(sock) -> int:
+    """The bytes a connection's socket takes now without a send waiting:
+    half its send buffer (the kernel counts each packet's overhead against
+    the buffer too) less what is queued in it, unsent or unacknowledged. A
+    streamed answer that must not wait on a client still writing its body
+    asks it (``environ["kafkalite.send_room"]``). Where the platform does
+    not tell (no TIOCOUTQ), as much as a write is."""
+    try:
+        queued = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ,
+                                                b"\0\0\0\0"))[0]
+        size = sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    except (OSError, AttributeError):
+        return 1 << 30
+    return size // 2 - queued
 
 
 def answer_busy(sock) -> None:
