@@ -29,7 +29,7 @@ credentials, remote signing, metrics reports, OAuth tokens) are 406
 UnsupportedOperationException, a method a path has not 405, any other
 path 404; each in the spec's error model (errors.py).
 
-Who may call: metrics.py's HTTP server threads, any number at once.
+Who may call: the HTTP server's threads (http_server.py), any number at once.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ A write (register, a delete, a config or mode change) is made by the
 registry that leads, the others forwarding it (leader.py); reads are
 answered here.
 
-Who may call: metrics.py's HTTP server threads, any number at once (the
+Who may call: the HTTP server's threads (http_server.py), any number at once (the
 store serializes them). With security on the server wraps this app in
 http_login.py's login; this module does not authenticate, and asks the
 user's ACLs what each route needs (authorization.py) before its handler.

@@ -6,7 +6,7 @@ Confluent's body (errors.py) with its HTTP status; a bug is 500, logged,
 never a dropped connection. v3's ``POST .../records`` with a chunked body
 is the one streamed answer (stream.py).
 
-Who may call: metrics.py's HTTP server threads, any number at once. With
+Who may call: the HTTP server's threads (http_server.py), any number at once. With
 security on the server wraps this app in http_login.py's login; this
 module does not authenticate. The handlers authorize each Kafka call as
 the user logged in (authorization.py).

@@ -7,12 +7,12 @@ streaming produce). A path no route has is 404, a method a path has not
 405, a body that is not JSON 400 (Confluent's codes, errors.py).
 
 Bodies: ``Content-Length`` or ``Transfer-Encoding: chunked`` (the
-streaming mode's), decoded here: wsgiref hands the app the raw socket
-file and decodes no chunks. A body over MAX_BODY_BYTES is 413, except a
-chunked one read as a stream (``Request.stream``), whose size is not
-bounded (records are answered as they come).
+streaming mode's), decoded by the HTTP server (kafkalite/http_server.py).
+A body over MAX_BODY_BYTES is 413, except a chunked one read as a stream
+(``Request.stream``), whose size is not bounded (records are answered as
+they come).
 
-Who may call: metrics.py's HTTP server threads, any number at once.
+Who may call: the HTTP server's threads, any number at once.
 """
 from __future__ import annotations
 
@@ -86,43 +86,26 @@ class Request:
         return self.environ["wsgi.input"].read(length) if length > 0 else b""
 
     def stream(self):
-        """The body's bytes as they arrive: the chunks of a chunked body, or
-        pieces of a Content-Length one."""
+        """The body's bytes as they arrive (a chunked body's come a chunk
+        at a time: the HTTP server's ``wsgi.input`` reads no further than
+        the chunk at hand); a malformed chunk is 400."""
         self._read = True
         rfile = self.environ["wsgi.input"]
-        if not self.chunked:
-            left = int(self.environ.get("CONTENT_LENGTH") or 0)
-            while left > 0:
-                piece = rfile.read(min(left, READ_BYTES))
-                if not piece:
-                    return
-                left -= len(piece)
-                yield piece
-            return
         while True:
-            line = rfile.readline(1024)
-            if not line:
-                return                      # the client went away mid-body
             try:
-                size = int(line.split(b";")[0].strip(), 16)
-            except ValueError:
-                raise ProxyError(BAD_REQUEST, "a malformed chunk size") from None
-            if size == 0:
-                while rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                    pass                    # trailers
+                piece = rfile.read(READ_BYTES)
+            except ValueError as exc:
+                raise ProxyError(BAD_REQUEST, str(exc)) from None
+            if not piece:
                 return
-            data = rfile.read(size)
-            rfile.readline(8)               # the chunk's CRLF
-            if len(data) < size:
-                return
-            yield data
+            yield piece
 
     def json(self, default=None):
         """The body as JSON (None or ``default`` when empty); 415 for a
         content type that is not JSON."""
         raw = self.raw_body()
         if not raw.strip():
-            return default      # wsgiref calls a body-less request text/plain
+            return default
         if self.content_type and not self.content_type.endswith("json"):
             raise ProxyError(UNSUPPORTED_MEDIA_TYPE, f"HTTP 415 Unsupported Media Type: "
                                                      f"{self.content_type}")

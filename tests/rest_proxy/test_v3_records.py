@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from kafkalite.client import Consumer, TopicPartition
-from proxy_client import call, stream_records
+from proxy_client import call, dechunked, stream_records
 from soak import setting
 
 WRITE_FIRST_RECORDS = int(setting("KAFKALITE_PROXY_WRITE_FIRST"))
@@ -99,7 +99,7 @@ def test_streaming_answers_every_record_in_order(proxy):
 
 
 def answered(buf: bytes) -> list[bytes]:
-    return [x for x in buf.partition(b"\r\n\r\n")[2].splitlines() if x.strip()]
+    return [x for x in dechunked(buf)[0].splitlines() if x.strip()]
 
 
 def test_streaming_answers_a_record_before_the_body_ends(proxy):
@@ -119,10 +119,9 @@ def test_streaming_answers_a_record_before_the_body_ends(proxy):
             assert piece, "the proxy closed the stream"
             buf += piece
     sock.sendall(b"0\r\n\r\n")
-    while True:
+    while not dechunked(buf)[1]:                   # to the answer's last chunk
         piece = sock.recv(4096)
-        if not piece:
-            break
+        assert piece, "the proxy closed the stream before its last chunk"
         buf += piece
     sock.close()
     lines = [json.loads(x) for x in answered(buf)]
