@@ -39,6 +39,7 @@ capabilities and server/ share it).
 from __future__ import annotations
 
 import fcntl
+import io
 import logging
 import socket
 import struct
@@ -236,14 +237,32 @@ class _Server(wsgi.Server):
 
 class _Request(cheroot_server.HTTPRequest):
     """One request; its connection closes after the answer when the app
-    did not read the body to its end, or a read of it failed."""
+    did not read the body to its end, or a read of it failed. The answer's
+    head waits in the connection's buffer for its first piece of body, so
+    that a short answer is one send."""
 
     body = None             # the _Body the app reads (set by the gateway)
 
     def respond(self):
-        super().respond()
+        try:
+            super().respond()
+        finally:
+            self.conn.wfile.flush()
         if self.body is not None and not self.body.finished:
             self.close_connection = True
+
+    def write(self, chunk):
+        super().write(chunk)
+        self.conn.wfile.flush()     # a streamed answer's piece goes out as it comes
+
+    def simple_response(self, status, msg=""):
+        super().simple_response(status, msg)
+        self.conn.wfile.flush()
+
+    def read_request_headers(self):
+        ok = super().read_request_headers()
+        self.conn.wfile.flush()     # a "100 Continue" the client waits for
+        return ok
 
 
 class _Connection(cheroot_server.HTTPConnection):
@@ -253,6 +272,10 @@ class _Connection(cheroot_server.HTTPConnection):
     RequestHandlerClass = _Request
     counted = False
     _closed = False
+
+    def __init__(self, server, sock, makefile=cheroot_server.MakeFile):
+        super().__init__(server, sock, makefile)
+        self.wfile = _Writer(sock)
 
     def close(self) -> None:
         if self._closed:
@@ -277,6 +300,16 @@ class _Gateway(wsgi.Gateway_10):
         sock = req.conn.socket
         env["kafkalite.send_room"] = lambda: send_room(sock)
         return env
+
+
+class _Writer(io.BufferedWriter):
+    """The connection's writes, buffered until flushed (cheroot's own
+    writer sends each write at once: an answer's head and body apart)."""
+
+    bytes_written = 0
+
+    def __init__(self, sock):
+        super().__init__(socket.SocketIO(sock, "wb"), 1 << 16)
 
 
 class _Body:
