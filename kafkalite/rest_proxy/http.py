@@ -1,10 +1,10 @@
-"""The proxy's WSGI plumbing: routes, request bodies, content types, answers.
+"""The proxy's WSGI plumbing: request bodies, content types, answers.
 
-A route is (method, path pattern, handler); a handler takes the Request
-and the path's groups and answers an Answer (status, JSON body or None,
-content type), or an iterable of bytes for a streamed answer (v3's
-streaming produce). A path no route has is 404, a method a path has not
-405, a body that is not JSON 400 (Confluent's codes, errors.py).
+A handler (routed by app.py's table, kafkalite/http_routes.py) takes the
+Request and the path's segments and answers an Answer (status, JSON body
+or None, content type), or an iterable of bytes for a streamed answer
+(v3's streaming produce). A body that is not JSON is 400 (Confluent's
+codes, errors.py).
 
 Bodies: ``Content-Length`` or ``Transfer-Encoding: chunked`` (the
 streaming mode's), decoded by the HTTP server (kafkalite/http_server.py).
@@ -17,14 +17,12 @@ Who may call: the HTTP server's threads, any number at once.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
 from kafkalite.rest_proxy.authorization import Access
-from kafkalite.rest_proxy.errors import (BAD_REQUEST, METHOD_NOT_ALLOWED, NOT_ACCEPTABLE,
-                                         NOT_FOUND, PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE,
-                                         ProxyError)
+from kafkalite.rest_proxy.errors import (BAD_REQUEST, NOT_ACCEPTABLE, PAYLOAD_TOO_LARGE,
+                                         UNSUPPORTED_MEDIA_TYPE, ProxyError)
 
 MAX_BODY_BYTES = 64 << 20
 READ_BYTES = 64 << 10
@@ -135,27 +133,6 @@ def _base_url(environ) -> str:
     host = environ.get("HTTP_HOST") or \
         f"{environ.get('SERVER_NAME', 'localhost')}:{environ.get('SERVER_PORT', '')}"
     return f"{scheme}://{host}"
-
-
-class Router:
-    """(method, pattern, handler) routes; the first match answers."""
-
-    def __init__(self, routes):
-        self.routes = [(m, re.compile(p + "/?$"), h) for m, p, h in routes]
-
-    def find(self, method: str, path: str):
-        allowed = []
-        for route_method, pattern, handler in self.routes:
-            m = pattern.match(path)
-            if m is None:
-                continue
-            if route_method != method:
-                allowed.append(route_method)
-                continue
-            return handler, [unquote(a) for a in m.groups()]
-        if allowed:
-            raise ProxyError(METHOD_NOT_ALLOWED, "HTTP 405 Method Not Allowed")
-        raise ProxyError(NOT_FOUND, "HTTP 404 Not Found")
 
 
 def encode(status: int, body, content_type: str):
