@@ -171,7 +171,7 @@ class CatalogApp:
         ns = _namespace(namespace)
         return 200, {"identifiers": [{"namespace": list(ns), "name": name}
                                      for name in self.catalog.tables(ns)
-                                     if access.sees(name)]}, []
+                                     if access.sees_table(name)]}, []
 
     def table_exists(self, access, query, environ, namespace, table):
         ns = _namespace(namespace)

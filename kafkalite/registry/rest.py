@@ -271,7 +271,7 @@ class RegistryApp:
         uses = [v for s in sorted(st.subjects) for v in st.versions(s, deleted) if v.id == sid]
         if access is None:
             return uses
-        seen = [v for v in uses if access.sees(v.subject)]
+        seen = [v for v in uses if access.sees_subject(v.subject)]
         if uses and not seen:
             access.require_subject(Op.DESCRIBE, uses[0].subject)
         return seen
@@ -295,7 +295,7 @@ class RegistryApp:
             st = self.store.read()
             out = []
             for s in sorted(st.subjects):
-                if not s.startswith(prefix) or not access.sees(s):
+                if not s.startswith(prefix) or not access.sees_subject(s):
                     continue
                 live = st.versions(s)
                 if deleted_only:
