@@ -26,15 +26,20 @@ def served():
     yield start
     for srv in servers:
         srv.close()
+    _LEFT.clear()
 
 
 def connect(port: int) -> socket.socket:
     return socket.create_connection(("127.0.0.1", port), timeout=10)
 
 
+_LEFT: dict[int, bytes] = {}      # socket fileno -> bytes of the next answer already read
+
+
 def read_answer(sock: socket.socket) -> bytes:
-    """One whole answer with a Content-Length."""
-    data = b""
+    """One whole answer with a Content-Length (what came after it is kept
+    for the next call)."""
+    data = _LEFT.pop(sock.fileno(), b"")
     while b"\r\n\r\n" not in data:
         data += sock.recv(4096)
     head, _, body = data.partition(b"\r\n\r\n")
@@ -42,7 +47,8 @@ def read_answer(sock: socket.socket) -> bytes:
                       if line.lower().startswith(b"content-length")))
     while len(body) < length:
         body += sock.recv(4096)
-    return head + b"\r\n\r\n" + body
+    _LEFT[sock.fileno()] = body[length:]
+    return head + b"\r\n\r\n" + body[:length]
 
 
 def echo(environ, start_response):
@@ -112,6 +118,19 @@ def test_answers_go_on_one_connection_and_a_streamed_one_as_it_comes(served):
     while not rest.endswith(b"0\r\n\r\n"):
         rest += sock.recv(4096)
     assert rest == b"3\r\ntwo\r\n0\r\n\r\n"
+
+
+def test_two_requests_sent_at_once_are_both_answered(served):
+    """HTTP/1.1 pipelining: the second request is already read into the
+    connection's buffer when the first is answered, not left waiting for
+    more bytes on the socket."""
+    sock = connect(served(echo))
+    sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\na"
+                 b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nb")
+    first = read_answer(sock)
+    assert first.endswith(b"\r\n\r\na")
+    sock.settimeout(3)                  # not the server's 10 s idle wait
+    assert read_answer(sock).endswith(b"\r\n\r\nb")
 
 
 def test_expect_100_continue_is_answered_before_the_body(served):
