@@ -25,6 +25,7 @@ a round trip that lost or repeated a record does.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -72,14 +73,13 @@ def stream(url: str, bodies: list[bytes], chunk: int) -> list[dict]:
         sock.sendall(b"0\r\n\r\n")
     writer = threading.Thread(target=write)
     writer.start()
-    buf = bytearray()
-    while piece := sock.recv(1 << 20):
-        buf += piece
+    resp = http.client.HTTPResponse(sock)
+    resp.begin()
+    body = resp.read()                  # to the answer's last chunk
     writer.join()
     sock.close()
-    head, _, body = bytes(buf).partition(b"\r\n\r\n")
-    if b" 200 " not in head.split(b"\r\n")[0] + b" ":
-        raise RuntimeError(f"the proxy answered {head[:80]!r}: {body[:200]!r}")
+    if resp.status != 200:
+        raise RuntimeError(f"the proxy answered {resp.status} {resp.reason}: {body[:200]!r}")
     return [json.loads(line) for line in body.splitlines() if line.strip()]
 
 

@@ -66,6 +66,9 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
     "KAFKALITE_PROXY_ROUND_TRIP": (10_000, 100_000,
                                    "JSON records produced over REST v3 and read back over v2 "
                                    "(tests/rest_proxy/test_v2_consumers.py)"),
+    "KAFKALITE_PROXY_WRITE_FIRST": (20_000, 1_000_000,
+                                    "records streamed over REST v3 by a client that writes the whole "
+                                    "body before reading (tests/rest_proxy/test_v3_records.py)"),
     "QUOTA_TEST_SECONDS": (6, 60, "seconds a quota is measured over (tests/compat/test_client_quotas.py)"),
 }
 

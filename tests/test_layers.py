@@ -47,12 +47,14 @@ PACKAGES = {"kafkalite": ROOT / "kafkalite", "kafkalite_spark": ROOT / "spark" /
 # (a) The layers. The bottom, which every layer may import: the byte format
 # (record/, the Cython codec in _ext/), Kafka's errors, the rate-limited
 # log, the lazy-export helper, Confluent's HTTP error body and lazy app (the
-# registry and the REST proxy share it), pyiceberg's SQL catalog made safely
+# registry and the REST proxy share it), the one HTTP server, route table and
+# authorization layer (every HTTP service, server/'s and the capabilities', is served by it), pyiceberg's SQL catalog made safely
 # (Connect's Iceberg sink and Spark's history read share it), the launcher
 # that starts a server in child processes (it imports none of the broker), and
 # the package root (its version only).
 BOTTOM = frozenset({"kafkalite", "_ext", "_lazy", "errors", "ratelimit", "record",
-                    "confluent_http", "iceberg_catalog", "launcher"})
+                    "confluent_http", "http_server", "http_routes", "http_access",
+                    "iceberg_catalog", "launcher"})
 # What a client of the broker may import: kafkalite's own clients and the
 # protocol they speak (Connect's group client and the Spark sink's
 # transactions name Kafka's APIs), never server/ or storage/.
@@ -66,6 +68,9 @@ LAYERS: dict[str, frozenset[str]] = {
     "errors": frozenset(),
     "ratelimit": frozenset(),
     "confluent_http": frozenset(),    # the registry's and the REST proxy's error body
+    "http_server": frozenset(),       # the one HTTP server of every HTTP service
+    "http_routes": frozenset(),       # the one route table convention of its apps
+    "http_access": frozenset(),       # the one authorization layer of its apps
     "iceberg_catalog": frozenset(),   # pyiceberg's SQL catalog: Connect's sink, Spark's history
     "launcher": frozenset({"kafkalite"}),  # starts a server in child processes (its root: where)
     "record": frozenset({"_ext", "_lazy", "errors"}),

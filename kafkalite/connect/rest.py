@@ -1,5 +1,5 @@
-"""Kafka Connect's REST API over a Herder (Flask, served by werkzeug in a
-thread of its own).
+"""Kafka Connect's REST API over a Herder (Flask, served by kafkalite's one
+HTTP server, kafkalite/http_server.py, on threads of its own).
 
 Paths and bodies as Kafka Connect's: ``GET/POST /connectors`` (``?expand=
 status|info``; POST takes KIP-980's ``initial_state``), ``GET/DELETE /connectors/{name}``, ``GET/PUT
@@ -37,14 +37,12 @@ Who calls: the ``kafkalite connect`` command and tests (RestServer).
 from __future__ import annotations
 
 import logging
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
-from werkzeug.serving import make_server
 
 from kafkalite.connect import loggers, plugins
 from kafkalite.connect.clients import KAFKA, protocol_of
@@ -429,24 +427,36 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
     return app
 
 
+def _access_log() -> logging.Logger:
+    """Where each request's line goes (Kafka Connect's request log): on
+    stderr unless the process set up its logging."""
+    access = logging.getLogger("kafkalite.connect.rest")
+    if not access.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        access.addHandler(handler)
+        access.setLevel(logging.INFO)
+    return access
+
+
 class RestServer:
     """The REST API on ``host:port`` (port 0: any free port, see ``.port``)."""
 
     def __init__(self, herder, host: str = "127.0.0.1", port: int = 8083):
-        self._server = make_server(host, port, create_app(herder), threaded=True)
+        from kafkalite.http_server import serve
+        self._server = serve(host, port, create_app(herder), name="connect rest",
+                             any_port_if_taken=False, access_log=_access_log())
         self.host, self.port = host, self._server.server_port
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="connect-rest")
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> "RestServer":
-        self._thread.start()
+        """(It serves from the moment it is made.)"""
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._thread.join(10)
-        self._server.server_close()
+        if self._server is not None:
+            self._server.close()
+            self._server = None

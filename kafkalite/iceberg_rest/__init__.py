@@ -18,8 +18,8 @@ find those tables by a URL alone, with no catalog service of their own:
 
 Which process runs it: the supervisor of ``kafkalite server``, on a port of
 its own (``iceberg_rest_port``, 8181, Iceberg's conventional REST catalog
-port) served by metrics.py's HTTP server code (its connection cap, TLS and
-login), as the schema registry and the REST proxy are; cli/server.py hands
+port) served by kafkalite's one HTTP server (http_server.py: its
+connection cap, keep-alive and TLS) behind the node's login, as the schema registry and the REST proxy are; cli/server.py hands
 the supervisor ``make_app`` below, and the supervisor tells it where the
 catalog is. It reads the catalog (the SQLite file, or a cluster's
 PostgreSQL) and the tables' metadata files, never the broker.

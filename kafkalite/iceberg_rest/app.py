@@ -29,7 +29,7 @@ credentials, remote signing, metrics reports, OAuth tokens) are 406
 UnsupportedOperationException, a method a path has not 405, any other
 path 404; each in the spec's error model (errors.py).
 
-Who may call: metrics.py's HTTP server threads, any number at once.
+Who may call: the HTTP server's threads (http_server.py), any number at once.
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ import logging
 import re
 from urllib.parse import parse_qs
 
+from kafkalite.http_routes import NoRoute, Router, WrongMethod
 from kafkalite.iceberg_rest.authorization import Access
 from kafkalite.iceberg_rest.catalog import NodeCatalog
 from kafkalite.iceberg_rest.errors import (BAD_REQUEST, FORBIDDEN, METHOD_NOT_ALLOWED,
@@ -61,22 +62,28 @@ ENDPOINTS = [
     "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
     "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
 ]
-_SEGMENT = "([^/]+)"
-# path pattern -> {method: handler name}; a method of the spec's that writes is "write"
-ROUTES = [(re.compile(p), methods) for p, methods in [
-    (r"/v1/config", {"GET": "config"}),
-    (r"/v1/namespaces", {"GET": "list_namespaces", "POST": "write"}),
-    (rf"/v1/namespaces/{_SEGMENT}", {"GET": "load_namespace", "HEAD": "namespace_exists",
-                                     "DELETE": "write"}),
-    (rf"/v1/namespaces/{_SEGMENT}/properties", {"POST": "write"}),
-    (rf"/v1/namespaces/{_SEGMENT}/tables", {"GET": "list_tables", "POST": "write"}),
-    (rf"/v1/namespaces/{_SEGMENT}/register", {"POST": "write"}),
-    (rf"/v1/namespaces/{_SEGMENT}/tables/{_SEGMENT}",
-     {"GET": "load_table", "HEAD": "table_exists", "POST": "write", "DELETE": "write"}),
-    (rf"/v1/namespaces/{_SEGMENT}/tables/{_SEGMENT}/unregister", {"POST": "write"}),
-    (r"/v1/tables/rename", {"POST": "write"}),
-    (r"/v1/transactions/commit", {"POST": "write"}),
-]]
+_NS, _TABLE = "/v1/namespaces/{namespace}", "/v1/namespaces/{namespace}/tables/{table}"
+# (method, path template, handler name), kafkalite/http_routes.py's table; a
+# method of the spec's that writes is "write"
+ROUTER = Router([
+    ("GET", "/v1/config", "config"),
+    ("GET", "/v1/namespaces", "list_namespaces"),
+    ("POST", "/v1/namespaces", "write"),
+    ("GET", _NS, "load_namespace"),
+    ("HEAD", _NS, "namespace_exists"),
+    ("DELETE", _NS, "write"),
+    ("POST", _NS + "/properties", "write"),
+    ("GET", _NS + "/tables", "list_tables"),
+    ("POST", _NS + "/tables", "write"),
+    ("POST", _NS + "/register", "write"),
+    ("GET", _TABLE, "load_table"),
+    ("HEAD", _TABLE, "table_exists"),
+    ("POST", _TABLE, "write"),
+    ("DELETE", _TABLE, "write"),
+    ("POST", _TABLE + "/unregister", "write"),
+    ("POST", "/v1/tables/rename", "write"),
+    ("POST", "/v1/transactions/commit", "write"),
+])
 UNSUPPORTED_PATHS = re.compile(
     r"/v1/(oauth/tokens|views/rename|namespaces/[^/]+/(views|functions|register-view)(/.*)?"
     r"|namespaces/[^/]+/tables/[^/]+/(plan|tasks|credentials|sign|metrics)(/.*)?)")
@@ -103,7 +110,7 @@ class CatalogApp:
 
     def __call__(self, environ, start_response):
         method = environ.get("REQUEST_METHOD", "GET")
-        # wsgiref decodes the path's %-escapes as Latin-1; names are UTF-8
+        # the server decodes the path's %-escapes as Latin-1 (PEP 3333); names are UTF-8
         path = (environ.get("PATH_INFO", "") or "/").encode("latin-1").decode("utf-8", "replace")
         headers = []
         try:
@@ -123,22 +130,19 @@ class CatalogApp:
         return [raw]
 
     def _dispatch(self, method: str, path: str, environ):
-        for pattern, methods in ROUTES:
-            match = pattern.fullmatch(path)
-            if match is None:
-                continue
-            name = methods.get(method)
-            if name is None:
-                exc = IcebergError(METHOD_NOT_ALLOWED,
-                                   f"{method} is not allowed on {path}")
-                exc.allow = ", ".join(methods)
-                raise exc
-            query = {k: v[-1] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
-            return getattr(self, name)(Access(environ), query, environ, *match.groups())
-        if UNSUPPORTED_PATHS.fullmatch(path):
-            raise IcebergError(UNSUPPORTED, f"kafkalite's Iceberg REST catalog does not "
-                                            f"support {method} {path}")
-        raise IcebergError(NOT_FOUND, f"No route for {method} {path}")
+        try:
+            name, groups = ROUTER.find(method, environ.get("PATH_INFO", "") or "/")
+        except WrongMethod as wrong:
+            exc = IcebergError(METHOD_NOT_ALLOWED, f"{method} is not allowed on {path}")
+            exc.allow = ", ".join(wrong.allowed)
+            raise exc from None
+        except NoRoute:
+            if UNSUPPORTED_PATHS.fullmatch(path):
+                raise IcebergError(UNSUPPORTED, f"kafkalite's Iceberg REST catalog does not "
+                                                f"support {method} {path}") from None
+            raise IcebergError(NOT_FOUND, f"No route for {method} {path}") from None
+        query = {k: v[-1] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
+        return getattr(self, name)(Access(environ), query, environ, *groups)
 
     # ---- handlers: (access, query, environ, *path groups) -> (status, body, headers) --------
 
@@ -167,7 +171,7 @@ class CatalogApp:
         ns = _namespace(namespace)
         return 200, {"identifiers": [{"namespace": list(ns), "name": name}
                                      for name in self.catalog.tables(ns)
-                                     if access.sees(name)]}, []
+                                     if access.sees_table(name)]}, []
 
     def table_exists(self, access, query, environ, namespace, table):
         ns = _namespace(namespace)

@@ -22,40 +22,31 @@ authorization exception ("Not authorized to access topics: [t]"), logged
 and counted by the authorizer as a Kafka request's is. A super user and
 ``allow_everyone_if_no_acl_found`` are the authorizer's.
 
-Where the decision comes from: the login in front of the catalog
-(server/auth/http_login.py) puts ``environ["kafkalite.authorize"]``,
-``(operation, resource type, name, audit) -> bool`` for the logged-in
-principal and host with the supervisor's authorizer. Without it (security
-off: anonymous access; or the authorizer off) everything is allowed. This
-module never imports ``kafkalite.server``.
+Where the decision comes from: the login in front of the catalog, through
+kafkalite/http_access.py (the one authorization layer of the HTTP apps);
+without it (security off: anonymous access; or the authorizer off)
+everything is allowed. This module never imports ``kafkalite.server``.
 
 Who may call: app.py, on the HTTP server's threads; an ``Access`` is one
 request's.
 """
 from __future__ import annotations
 
+from kafkalite.http_access import RequestAccess
 from kafkalite.iceberg_rest.errors import FORBIDDEN, IcebergError
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ResourceType as Res
 
-ENVIRON_AUTHORIZE = "kafkalite.authorize"
 
+class Access(RequestAccess):
+    """One request's decisions for the user of ``environ``: a table is its topic."""
 
-class Access:
-    """One request's decisions for the user of ``environ``."""
-
-    __slots__ = ("_authorize",)
-
-    def __init__(self, environ: dict):
-        self._authorize = environ.get(ENVIRON_AUTHORIZE)
-
-    def may(self, operation: Op, topic: str, audit: bool = True) -> bool:
-        return self._authorize is None or bool(
-            self._authorize(operation, Res.TOPIC, topic, audit))
+    __slots__ = ()
+    CLUSTER = Res.CLUSTER
 
     def require(self, operation: Op, topic: str) -> None:
         """403 unless the user may do ``operation`` on ``topic``."""
-        if not self.may(operation, topic):
+        if not self.may(operation, Res.TOPIC, topic):
             raise IcebergError(FORBIDDEN, f"Not authorized to access topics: [{topic}]")
 
     def require_describe(self, table: str) -> None:
@@ -64,6 +55,6 @@ class Access:
     def require_read(self, table: str) -> None:
         self.require(Op.READ, table)
 
-    def sees(self, table: str) -> bool:
+    def sees_table(self, table: str) -> bool:
         """Whether a list keeps ``table`` (a filter is not an attempt: not audited)."""
-        return self.may(Op.DESCRIBE, table, audit=False)
+        return self.may(Op.DESCRIBE, Res.TOPIC, table, audit=False)

@@ -18,8 +18,8 @@ layout, the topic being the source of truth.
 Which process runs it: the supervisor of ``kafkalite server`` (the process
 that already serves HTTP), and on a cluster each broker node's process
 too, on a port of its own (``schema_registry_port``, 8081) served by
-metrics.py's HTTP server code (its connection cap, TLS and login;
-server/node/http_apps.py); cli/server.py hands the supervisor ``make_app`` below, as it hands it
+kafkalite's one HTTP server (http_server.py: keep-alive, the connection
+cap, TLS) behind the node's login (server/node/http_apps.py); cli/server.py hands the supervisor ``make_app`` below, as it hands it
 the web console, since the server layer imports nothing above it. The
 registry reaches the broker as any client does, through kafkalite's own
 client over the node's native port: it never touches the supervisor's

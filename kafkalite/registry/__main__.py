@@ -1,7 +1,8 @@
 """A schema registry in a process of its own, as Confluent's is deployed:
 ``python -m kafkalite.registry --bootstrap HOST:PORT [--host H] [--port P]``.
 
-It serves the same app as a node's (rest.py) against the cluster at
+It serves the same app as a node's (rest.py), on the same HTTP server
+(kafkalite/http_server.py), against the cluster at
 ``--bootstrap`` (kafkalite's native port), and joins the cluster's other
 registries: one leads, the others forward writes to it (leader.py). Plain
 HTTP without login (a node's registry has TLS and login: docs/schema-registry.md),
@@ -18,17 +19,6 @@ import logging
 import signal
 import sys
 import threading
-from socketserver import ThreadingMixIn
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format, *args):     # noqa: A002 (the base class's name)
-        pass
 
 
 def _secured(bootstrap: str) -> str | None:
@@ -62,23 +52,24 @@ def main(argv: list[str] | None = None) -> int:
     if refused:
         print(f"python -m kafkalite.registry: {refused}", file=sys.stderr)
         return 2
+    from kafkalite.http_server import serve
     from kafkalite.registry import make_app
     app = make_app(args.bootstrap)
-    server = make_server(args.host, args.port, app, server_class=_Server,
-                         handler_class=_QuietHandler)
+    server = serve(args.host, args.port, app, name="schema registry", any_port_if_taken=False)
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{server.server_port}"
     app.advertise(url)
+    stopped = threading.Event()
 
     def stop(signum, frame):
-        threading.Thread(target=server.shutdown, daemon=True).start()
+        stopped.set()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     print(f"schema registry {url}", flush=True)
     try:
-        server.serve_forever()
+        stopped.wait()
     finally:
-        server.server_close()
+        server.close()
         app.close()
     return 0
 

@@ -39,12 +39,10 @@ logged and counted by the authorizer as a Kafka request's is. A super
 user and ``allow_everyone_if_no_acl_found`` are the authorizer's, so they
 act as on a Kafka listener.
 
-Where the decision comes from: the login in front of the registry
-(server/auth/http_login.py) puts ``environ["kafkalite.authorize"]``,
-``(operation, resource type, name, audit) -> bool`` for the logged-in
-principal and host with the supervisor's authorizer. Without it (security
-off: anonymous access; or the authorizer off) everything is allowed. This
-module never imports ``kafkalite.server``.
+Where the decision comes from: the login in front of the registry, through
+kafkalite/http_access.py (the one authorization layer of the HTTP apps);
+without it (security off: anonymous access; or the authorizer off)
+everything is allowed. This module never imports ``kafkalite.server``.
 
 Who may call: rest.py, on the HTTP server's threads; an ``Access`` is one
 request's.
@@ -53,13 +51,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kafkalite.http_access import CLUSTER_NAME, RequestAccess
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.registry.errors import RegistryError
 
-ENVIRON_AUTHORIZE = "kafkalite.authorize"
-ENVIRON_PRINCIPAL = "kafkalite.principal"
-CLUSTER_NAME = "kafka-cluster"        # the one Cluster resource (server/auth/authorizer.py's)
 SUBJECT_PREFIX = "subject:"           # a subject's ACL resource: TOPIC subject:<name>
 AUTHORIZATION_FAILED = 40301          # Confluent's: HTTP 403
 
@@ -89,14 +85,12 @@ def _title(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-class Access:
-    """One request's decisions for the user of ``environ``."""
+class Access(RequestAccess):
+    """One request's decisions for the user of ``environ``: a subject is
+    the TOPIC resource ``subject:<name>``."""
 
-    __slots__ = ("principal", "_authorize")
-
-    def __init__(self, environ: dict):
-        self.principal = environ.get(ENVIRON_PRINCIPAL)
-        self._authorize = environ.get(ENVIRON_AUTHORIZE)
+    __slots__ = ()
+    CLUSTER = Res.CLUSTER
 
     def apply(self, rule: Rule, args) -> None:
         """A route's rule before its handler runs: 40301 when denied."""
@@ -108,12 +102,7 @@ class Access:
             self.require_cluster(rule.operation)
 
     def may_subject(self, operation: Op, subject: str, audit: bool = True) -> bool:
-        return self._authorize is None or bool(
-            self._authorize(operation, Res.TOPIC, resource_name(subject), audit))
-
-    def may_cluster(self, operation: Op, audit: bool = True) -> bool:
-        return self._authorize is None or bool(
-            self._authorize(operation, Res.CLUSTER, CLUSTER_NAME, audit))
+        return self.may(operation, Res.TOPIC, resource_name(subject), audit)
 
     def require_subject(self, operation: Op, subject: str) -> None:
         if not self.may_subject(operation, subject):
@@ -123,7 +112,7 @@ class Access:
         if not self.may_cluster(operation):
             raise self.denied(operation, f"Cluster: {CLUSTER_NAME}")
 
-    def sees(self, subject: str) -> bool:
+    def sees_subject(self, subject: str) -> bool:
         """Whether a list keeps ``subject`` (a filter is not an attempt:
         not audited)."""
         return self.may_subject(Op.DESCRIBE, subject, audit=False)

@@ -13,7 +13,7 @@ A write (register, a delete, a config or mode change) is made by the
 registry that leads, the others forwarding it (leader.py); reads are
 answered here.
 
-Who may call: metrics.py's HTTP server threads, any number at once (the
+Who may call: the HTTP server's threads (http_server.py), any number at once (the
 store serializes them). With security on the server wraps this app in
 http_login.py's login; this module does not authenticate, and asks the
 user's ACLs what each route needs (authorization.py) before its handler.
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
+from kafkalite.http_routes import NoRoute, Router, WrongMethod
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.registry import compatibility, leader, schemas
 from kafkalite.registry.authorization import FILTERED, OPEN, Access, Rule
@@ -70,44 +70,44 @@ class RegistryApp:
 
     def __init__(self, store: SchemaStore):
         self.store = store
-        # (method, compiled path, handler): the first match answers
-        # (method, compiled path, handler, what it needs: authorization.py);
-        # the first match answers
+        # (method, path template, (handler, what it needs: authorization.py)),
+        # kafkalite/http_routes.py's table: the first match answers
         W, R, D = Rule(Op.WRITE), Rule(Op.READ), Rule(Op.DELETE)
         DC, AC = Rule(Op.DESCRIBE_CONFIGS), Rule(Op.ALTER_CONFIGS)
         self.writes = {self.register, self.delete_version, self.delete_subject,
                        self.put_config, self.delete_config, self.put_mode, self.delete_mode}
-        self.routes = [(m, re.compile(p + "$"), h, rule) for m, p, h, rule in (
-            ("GET", r"/?", self.root, OPEN),
-            ("GET", r"/schemas/types/?", self.schema_types, OPEN),
-            ("GET", r"/schemas/ids/([^/]+)", self.schema_by_id, FILTERED),
-            ("GET", r"/schemas/ids/([^/]+)/schema", self.raw_schema_by_id, FILTERED),
-            ("GET", r"/schemas/ids/([^/]+)/subjects", self.subjects_by_id, FILTERED),
-            ("GET", r"/schemas/ids/([^/]+)/versions", self.versions_by_id, FILTERED),
-            ("GET", r"/subjects/?", self.list_subjects, FILTERED),
-            ("POST", r"/subjects/([^/]+)/versions", self.register, W),
-            ("GET", r"/subjects/([^/]+)/versions", self.list_versions, R),
-            ("GET", r"/subjects/([^/]+)/versions/([^/]+)", self.get_version, R),
-            ("DELETE", r"/subjects/([^/]+)/versions/([^/]+)", self.delete_version, D),
-            ("GET", r"/subjects/([^/]+)/versions/([^/]+)/schema", self.raw_version, R),
-            ("GET", r"/subjects/([^/]+)/versions/([^/]+)/referencedby", self.referenced_by, R),
-            ("POST", r"/subjects/([^/]+)", self.lookup, R),
-            ("DELETE", r"/subjects/([^/]+)", self.delete_subject, D),
-            ("GET", r"/config", self.get_config, DC),          # the global ones: the cluster
-            ("PUT", r"/config", self.put_config, AC),
-            ("DELETE", r"/config", self.delete_config, AC),
-            ("GET", r"/config/([^/]+)", self.get_config, DC),
-            ("PUT", r"/config/([^/]+)", self.put_config, AC),
-            ("DELETE", r"/config/([^/]+)", self.delete_config, AC),
-            ("POST", r"/compatibility/subjects/([^/]+)/versions/([^/]+)", self.check, R),
-            ("POST", r"/compatibility/subjects/([^/]+)/versions", self.check, R),
-            ("GET", r"/mode", self.get_mode, DC),
-            ("PUT", r"/mode", self.put_mode, AC),
-            ("GET", r"/mode/([^/]+)", self.get_mode, DC),
-            ("PUT", r"/mode/([^/]+)", self.put_mode, AC),
-            ("DELETE", r"/mode/([^/]+)", self.delete_mode, AC),
-            ("GET", r"/contexts", self.contexts, OPEN),
-        )]
+        s, v, i = "/subjects/{subject}", "/versions/{version}", "/schemas/ids/{id}"
+        self.router = Router((m, t, (h, rule)) for m, t, h, rule in (
+            ("GET", "/", self.root, OPEN),
+            ("GET", "/schemas/types", self.schema_types, OPEN),
+            ("GET", i, self.schema_by_id, FILTERED),
+            ("GET", i + "/schema", self.raw_schema_by_id, FILTERED),
+            ("GET", i + "/subjects", self.subjects_by_id, FILTERED),
+            ("GET", i + "/versions", self.versions_by_id, FILTERED),
+            ("GET", "/subjects", self.list_subjects, FILTERED),
+            ("POST", s + "/versions", self.register, W),
+            ("GET", s + "/versions", self.list_versions, R),
+            ("GET", s + v, self.get_version, R),
+            ("DELETE", s + v, self.delete_version, D),
+            ("GET", s + v + "/schema", self.raw_version, R),
+            ("GET", s + v + "/referencedby", self.referenced_by, R),
+            ("POST", s, self.lookup, R),
+            ("DELETE", s, self.delete_subject, D),
+            ("GET", "/config", self.get_config, DC),          # the global ones: the cluster
+            ("PUT", "/config", self.put_config, AC),
+            ("DELETE", "/config", self.delete_config, AC),
+            ("GET", "/config/{subject}", self.get_config, DC),
+            ("PUT", "/config/{subject}", self.put_config, AC),
+            ("DELETE", "/config/{subject}", self.delete_config, AC),
+            ("POST", "/compatibility" + s + v, self.check, R),
+            ("POST", "/compatibility" + s + "/versions", self.check, R),
+            ("GET", "/mode", self.get_mode, DC),
+            ("PUT", "/mode", self.put_mode, AC),
+            ("GET", "/mode/{subject}", self.get_mode, DC),
+            ("PUT", "/mode/{subject}", self.put_mode, AC),
+            ("DELETE", "/mode/{subject}", self.delete_mode, AC),
+            ("GET", "/contexts", self.contexts, OPEN),
+        ))
 
     def close(self) -> None:
         self.store.close()
@@ -134,29 +134,23 @@ class RegistryApp:
 
     def _dispatch(self, method: str, path: str, environ):
         query = {k: v[-1] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}
-        allowed = []
-        for route_method, pattern, handler, rule in self.routes:
-            m = pattern.match(path)
-            if m is None:
-                continue
-            if route_method != method and not (method == "HEAD" and route_method == "GET"):
-                allowed.append(route_method)
-                continue
-            args = [unquote(a) for a in m.groups()]
-            access = Access(environ)
-            access.apply(rule, args)            # before the body is read: 40301 costs nothing
-            raw = self._raw_body(environ) if method in ("POST", "PUT") else b""
-            body = self._parse(raw) if method in ("POST", "PUT") else None
-            if handler in self.writes:
-                return leader.serve_write(self.store, environ, raw,
-                                          lambda: handler(*args, query=query, body=body))
-            if rule.filtered:
-                return 200, handler(*args, query=query, body=body, access=access)
-            return 200, handler(*args, query=query, body=body)
-        if allowed:
+        try:
+            (handler, rule), args = self.router.find(method, path)
+        except WrongMethod as exc:
             raise _HttpError(405, f"HTTP {method} is not supported on {path}; "
-                                  f"{', '.join(sorted(set(allowed)))} is")
-        raise _HttpError(404, f"HTTP 404 Not Found: no such path {path}")
+                                  f"{', '.join(sorted(exc.allowed))} is") from None
+        except NoRoute:
+            raise _HttpError(404, f"HTTP 404 Not Found: no such path {path}") from None
+        access = Access(environ)
+        access.apply(rule, args)            # before the body is read: 40301 costs nothing
+        raw = self._raw_body(environ) if method in ("POST", "PUT") else b""
+        body = self._parse(raw) if method in ("POST", "PUT") else None
+        if handler in self.writes:
+            return leader.serve_write(self.store, environ, raw,
+                                      lambda: handler(*args, query=query, body=body))
+        if rule.filtered:
+            return 200, handler(*args, query=query, body=body, access=access)
+        return 200, handler(*args, query=query, body=body)
 
     @staticmethod
     def _raw_body(environ) -> bytes:
@@ -277,7 +271,7 @@ class RegistryApp:
         uses = [v for s in sorted(st.subjects) for v in st.versions(s, deleted) if v.id == sid]
         if access is None:
             return uses
-        seen = [v for v in uses if access.sees(v.subject)]
+        seen = [v for v in uses if access.sees_subject(v.subject)]
         if uses and not seen:
             access.require_subject(Op.DESCRIBE, uses[0].subject)
         return seen
@@ -301,7 +295,7 @@ class RegistryApp:
             st = self.store.read()
             out = []
             for s in sorted(st.subjects):
-                if not s.startswith(prefix) or not access.sees(s):
+                if not s.startswith(prefix) or not access.sees_subject(s):
                     continue
                 live = st.versions(s)
                 if deleted_only:

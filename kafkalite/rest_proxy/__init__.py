@@ -19,8 +19,8 @@ What it holds: the HTTP handlers of Confluent REST Proxy's documented API
 - app.py: the WSGI app that routes to the three above.
 
 Which process runs it: the supervisor of ``kafkalite server``, on a port of
-its own (``rest_proxy_port``, 8082) served by metrics.py's HTTP server
-code (its connection cap, TLS and login); cli/server.py hands the supervisor
+its own (``rest_proxy_port``, 8082) served by kafkalite's one HTTP server
+(http_server.py: keep-alive, the connection cap, TLS) behind the node's login; cli/server.py hands the supervisor
 ``make_app`` below, as it hands it the schema registry, since the server
 layer imports nothing above it. The proxy reaches the node as any client
 does, through kafkalite's own clients over the node's native port.

@@ -1,12 +1,12 @@
-"""The proxy's WSGI app: routes v3 and v2 paths to their handlers.
+"""The proxy's WSGI app: routes v3 and v2 paths to their handlers (http_routes.py's table).
 
 Answers ``application/json`` on v3 paths and ``application/vnd.kafka.v2+json``
 on v2's (or the embedded format's type, for records); an error is
 Confluent's body (errors.py) with its HTTP status; a bug is 500, logged,
 never a dropped connection. v3's ``POST .../records`` with a chunked body
-is the one streamed answer (records.py).
+is the one streamed answer (stream.py).
 
-Who may call: metrics.py's HTTP server threads, any number at once. With
+Who may call: the HTTP server's threads (http_server.py), any number at once. With
 security on the server wraps this app in http_login.py's login; this
 module does not authenticate. The handlers authorize each Kafka call as
 the user logged in (authorization.py).
@@ -18,15 +18,18 @@ import binascii
 import json
 import logging
 
+from kafkalite.http_routes import NoRoute, Router, WrongMethod
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.rest_proxy import http
 from kafkalite.rest_proxy.consumers import ConsumerInstances
 from kafkalite.rest_proxy.errors import (BAD_REQUEST, INTERNAL_ERROR, INVALID_BINARY_DATA,
-                                         UNSUPPORTED_MEDIA_TYPE, ProxyError)
+                                         METHOD_NOT_ALLOWED, NOT_FOUND, UNSUPPORTED_MEDIA_TYPE,
+                                         ProxyError)
 from kafkalite.rest_proxy.records import RecordProducer
 from kafkalite.rest_proxy.schemas import (KEY_SCHEMA_MISSING, VALUE_SCHEMA_MISSING,
                                           SchemaFormats, subject_of)
+from kafkalite.rest_proxy.stream import produce_stream
 from kafkalite.rest_proxy.v3 import ClusterResources
 
 log = logging.getLogger("kafkalite.rest_proxy")
@@ -49,34 +52,34 @@ class ProxyApp:
         self.schemas = SchemaFormats(self.admin, client_config)
         self.producer = RecordProducer(client_config, self.admin, self.schemas)
         self.consumers = ConsumerInstances(client_config, instance_timeout_ms, self.schemas)
-        c, v3, ci = r"/v3/clusters/([^/]+)", self.v3, self.consumers
-        inst = r"/consumers/([^/]+)/instances/([^/]+)"
-        self.router = http.Router([
-            ("GET", r"/", lambda req: http.Answer(200, {})),
-            ("GET", r"/v3/clusters", v3.list_clusters),
+        c, v3, ci = "/v3/clusters/{cluster}", self.v3, self.consumers
+        inst = "/consumers/{group}/instances/{instance}"
+        self.router = Router([
+            ("GET", "/", lambda req: http.Answer(200, {})),
+            ("GET", "/v3/clusters", v3.list_clusters),
             ("GET", c, v3.get_cluster),
-            ("GET", c + r"/brokers", v3.list_brokers),
-            ("GET", c + r"/brokers/([^/]+)", v3.get_broker),
-            ("GET", c + r"/topics", v3.list_topics),
-            ("POST", c + r"/topics", v3.create_topic),
-            ("GET", c + r"/topics/([^/]+)", v3.get_topic),
-            ("DELETE", c + r"/topics/([^/]+)", self.delete_topic),
-            ("GET", c + r"/topics/([^/]+)/partitions", v3.list_partitions),
-            ("GET", c + r"/topics/([^/]+)/partitions/([^/]+)", v3.get_partition),
-            ("GET", c + r"/topics/([^/]+)/configs", v3.list_topic_configs),
-            ("POST", c + r"/topics/([^/]+)/records", self.produce_v3),
-            ("GET", c + r"/consumer-groups", v3.list_groups),
-            ("GET", c + r"/consumer-groups/([^/]+)", v3.get_group),
-            ("GET", c + r"/consumer-groups/([^/]+)/lag-summary", v3.group_lag_summary),
-            ("POST", r"/topics/([^/]+)", self.produce_v2),
-            ("POST", r"/consumers/([^/]+)", ci.create),
+            ("GET", c + "/brokers", v3.list_brokers),
+            ("GET", c + "/brokers/{broker}", v3.get_broker),
+            ("GET", c + "/topics", v3.list_topics),
+            ("POST", c + "/topics", v3.create_topic),
+            ("GET", c + "/topics/{topic}", v3.get_topic),
+            ("DELETE", c + "/topics/{topic}", self.delete_topic),
+            ("GET", c + "/topics/{topic}/partitions", v3.list_partitions),
+            ("GET", c + "/topics/{topic}/partitions/{partition}", v3.get_partition),
+            ("GET", c + "/topics/{topic}/configs", v3.list_topic_configs),
+            ("POST", c + "/topics/{topic}/records", self.produce_v3),
+            ("GET", c + "/consumer-groups", v3.list_groups),
+            ("GET", c + "/consumer-groups/{group}", v3.get_group),
+            ("GET", c + "/consumer-groups/{group}/lag-summary", v3.group_lag_summary),
+            ("POST", "/topics/{topic}", self.produce_v2),
+            ("POST", "/consumers/{group}", ci.create),
             ("DELETE", inst, ci.delete),
-            ("POST", inst + r"/subscription", ci.subscribe),
-            ("GET", inst + r"/subscription", ci.subscription),
-            ("DELETE", inst + r"/subscription", ci.unsubscribe),
-            ("GET", inst + r"/records", ci.records),
-            ("POST", inst + r"/offsets", ci.commit),
-            ("GET", inst + r"/offsets", ci.committed),
+            ("POST", inst + "/subscription", ci.subscribe),
+            ("GET", inst + "/subscription", ci.subscription),
+            ("DELETE", inst + "/subscription", ci.unsubscribe),
+            ("GET", inst + "/records", ci.records),
+            ("POST", inst + "/offsets", ci.commit),
+            ("GET", inst + "/offsets", ci.committed),
         ])
 
     def close(self) -> None:
@@ -88,7 +91,12 @@ class ProxyApp:
         req = http.Request(environ)
         error_type = http.V2 if not req.path.startswith("/v3") else http.JSON
         try:
-            handler, args = self.router.find(req.method, req.path)
+            try:
+                handler, args = self.router.find(req.method, req.path)
+            except NoRoute:
+                raise ProxyError(NOT_FOUND, "HTTP 404 Not Found") from None
+            except WrongMethod:
+                raise ProxyError(METHOD_NOT_ALLOWED, "HTTP 405 Method Not Allowed") from None
             answer = handler(req, *args)
         except ProxyError as exc:
             answer = http.Answer(exc.http_status, exc.body(), error_type)
@@ -119,7 +127,8 @@ class ProxyApp:
                                                      f"{req.content_type}")
         if req.chunked:
             self.producer.partitions(topic)         # 40401 before the 200 of a stream
-            return self.producer.produce_stream(cluster_id, topic, req.stream(), req)
+            return produce_stream(self.producer, cluster_id, topic, req.stream(), req,
+                                  req.environ.get("kafkalite.send_room"))
         record = req.json(None)
         if record is None:
             raise ProxyError(BAD_REQUEST, "the request body is empty: a record is expected")
@@ -186,7 +195,7 @@ class ProxyApp:
             **({"key": data("key", r, i)} if r.get("key") is not None else {}),
             **({"value": data("value", r, i)} if "value" in r else {}),
         }).encode() for i, r in enumerate(records)]
-        answers = list(self.producer.produce_stream(cluster_id, topic, iter(chunks), req))
+        answers = list(produce_stream(self.producer, cluster_id, topic, iter(chunks), req))
         offsets = []
         for line in b"".join(answers).splitlines():
             a = json.loads(line)

@@ -32,24 +32,19 @@ AuthorizationException; the authorizer logs and counts it as it does a
 Kafka request's. A super user and ``allow_everyone_if_no_acl_found`` are
 the authorizer's, so they act as on a Kafka listener.
 
-Where the decision comes from: the login in front of the proxy
-(server/auth/http_login.py) puts ``environ["kafkalite.authorize"]``,
-``(operation, resource type, name, audit) -> bool`` for the logged-in
-principal and host with the supervisor's authorizer. Without it (security
-off, or the authorizer off) everything is allowed, as before. This module
-never imports ``kafkalite.server``.
+Where the decision comes from: the login in front of the proxy, through
+kafkalite/http_access.py (the one authorization layer of the HTTP apps);
+without it (security off, or the authorizer off) everything is allowed.
+This module never imports ``kafkalite.server``.
 
 Who may call: the proxy's request threads; an ``Access`` is one request's.
 """
 from __future__ import annotations
 
+from kafkalite.http_access import RequestAccess
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.rest_proxy.errors import AUTHORIZATION_FAILED, ProxyError
-
-ENVIRON_AUTHORIZE = "kafkalite.authorize"
-ENVIRON_PRINCIPAL = "kafkalite.principal"
-CLUSTER_NAME = "kafka-cluster"        # the one Cluster resource (server/auth/authorizer.py's)
 
 
 def denied(resource_type: Res, names) -> ProxyError:
@@ -63,18 +58,11 @@ def denied(resource_type: Res, names) -> ProxyError:
     return ProxyError(AUTHORIZATION_FAILED, message)
 
 
-class Access:
+class Access(RequestAccess):
     """One request's decisions for the user of ``environ``."""
 
-    __slots__ = ("principal", "_authorize")
-
-    def __init__(self, environ: dict):
-        self.principal = environ.get(ENVIRON_PRINCIPAL)
-        self._authorize = environ.get(ENVIRON_AUTHORIZE)
-
-    def may(self, operation: Op, resource_type: Res, name: str, audit: bool = True) -> bool:
-        return self._authorize is None or bool(
-            self._authorize(operation, resource_type, name, audit))
+    __slots__ = ()
+    CLUSTER = Res.CLUSTER
 
     def require(self, operation: Op, resource_type: Res, *names: str) -> None:
         """403 (40301) unless the user may do ``operation`` on each of ``names``."""
@@ -84,14 +72,5 @@ class Access:
 
     def require_topic_create(self, topic: str) -> None:
         """CreateTopics: Create on the cluster, or on the topic."""
-        if not self.may(Op.CREATE, Res.CLUSTER, CLUSTER_NAME, audit=False):
+        if not self.may_cluster(Op.CREATE, audit=False):
             self.require(Op.CREATE, Res.TOPIC, topic)
-
-    def sees(self, operation: Op, resource_type: Res, or_cluster: bool = False):
-        """A predicate name -> bool: whether a listing keeps a resource (a
-        filter is not an attempt: not audited). ``or_cluster``: the
-        operation on the cluster keeps every one (ListGroups)."""
-        if self._authorize is None or (or_cluster and self.may(
-                operation, Res.CLUSTER, CLUSTER_NAME, audit=False)):
-            return lambda name: True
-        return lambda name: self.may(operation, resource_type, name, audit=False)

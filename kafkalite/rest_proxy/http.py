@@ -1,30 +1,28 @@
-"""The proxy's WSGI plumbing: routes, request bodies, content types, answers.
+"""The proxy's WSGI plumbing: request bodies, content types, answers.
 
-A route is (method, path pattern, handler); a handler takes the Request
-and the path's groups and answers an Answer (status, JSON body or None,
-content type), or an iterable of bytes for a streamed answer (v3's
-streaming produce). A path no route has is 404, a method a path has not
-405, a body that is not JSON 400 (Confluent's codes, errors.py).
+A handler (routed by app.py's table, kafkalite/http_routes.py) takes the
+Request and the path's segments and answers an Answer (status, JSON body
+or None, content type), or an iterable of bytes for a streamed answer
+(v3's streaming produce). A body that is not JSON is 400 (Confluent's
+codes, errors.py).
 
 Bodies: ``Content-Length`` or ``Transfer-Encoding: chunked`` (the
-streaming mode's), decoded here: wsgiref hands the app the raw socket
-file and decodes no chunks. A body over MAX_BODY_BYTES is 413, except a
-chunked one read as a stream (``Request.stream``), whose size is not
-bounded (records are answered as they come).
+streaming mode's), decoded by the HTTP server (kafkalite/http_server.py).
+A body over MAX_BODY_BYTES is 413, except a chunked one read as a stream
+(``Request.stream``), whose size is not bounded (records are answered as
+they come).
 
-Who may call: metrics.py's HTTP server threads, any number at once.
+Who may call: the HTTP server's threads, any number at once.
 """
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
 from kafkalite.rest_proxy.authorization import Access
-from kafkalite.rest_proxy.errors import (BAD_REQUEST, METHOD_NOT_ALLOWED, NOT_ACCEPTABLE,
-                                         NOT_FOUND, PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE,
-                                         ProxyError)
+from kafkalite.rest_proxy.errors import (BAD_REQUEST, NOT_ACCEPTABLE, PAYLOAD_TOO_LARGE,
+                                         UNSUPPORTED_MEDIA_TYPE, ProxyError)
 
 MAX_BODY_BYTES = 64 << 20
 READ_BYTES = 64 << 10
@@ -86,43 +84,26 @@ class Request:
         return self.environ["wsgi.input"].read(length) if length > 0 else b""
 
     def stream(self):
-        """The body's bytes as they arrive: the chunks of a chunked body, or
-        pieces of a Content-Length one."""
+        """The body's bytes as they arrive (a chunked body's come a chunk
+        at a time: the HTTP server's ``wsgi.input`` reads no further than
+        the chunk at hand); a malformed chunk is 400."""
         self._read = True
         rfile = self.environ["wsgi.input"]
-        if not self.chunked:
-            left = int(self.environ.get("CONTENT_LENGTH") or 0)
-            while left > 0:
-                piece = rfile.read(min(left, READ_BYTES))
-                if not piece:
-                    return
-                left -= len(piece)
-                yield piece
-            return
         while True:
-            line = rfile.readline(1024)
-            if not line:
-                return                      # the client went away mid-body
             try:
-                size = int(line.split(b";")[0].strip(), 16)
-            except ValueError:
-                raise ProxyError(BAD_REQUEST, "a malformed chunk size") from None
-            if size == 0:
-                while rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                    pass                    # trailers
+                piece = rfile.read(READ_BYTES)
+            except ValueError as exc:
+                raise ProxyError(BAD_REQUEST, str(exc)) from None
+            if not piece:
                 return
-            data = rfile.read(size)
-            rfile.readline(8)               # the chunk's CRLF
-            if len(data) < size:
-                return
-            yield data
+            yield piece
 
     def json(self, default=None):
         """The body as JSON (None or ``default`` when empty); 415 for a
         content type that is not JSON."""
         raw = self.raw_body()
         if not raw.strip():
-            return default      # wsgiref calls a body-less request text/plain
+            return default
         if self.content_type and not self.content_type.endswith("json"):
             raise ProxyError(UNSUPPORTED_MEDIA_TYPE, f"HTTP 415 Unsupported Media Type: "
                                                      f"{self.content_type}")
@@ -152,27 +133,6 @@ def _base_url(environ) -> str:
     host = environ.get("HTTP_HOST") or \
         f"{environ.get('SERVER_NAME', 'localhost')}:{environ.get('SERVER_PORT', '')}"
     return f"{scheme}://{host}"
-
-
-class Router:
-    """(method, pattern, handler) routes; the first match answers."""
-
-    def __init__(self, routes):
-        self.routes = [(m, re.compile(p + "/?$"), h) for m, p, h in routes]
-
-    def find(self, method: str, path: str):
-        allowed = []
-        for route_method, pattern, handler in self.routes:
-            m = pattern.match(path)
-            if m is None:
-                continue
-            if route_method != method:
-                allowed.append(route_method)
-                continue
-            return handler, [unquote(a) for a in m.groups()]
-        if allowed:
-            raise ProxyError(METHOD_NOT_ALLOWED, "HTTP 405 Method Not Allowed")
-        raise ProxyError(NOT_FOUND, "HTTP 404 Not Found")
 
 
 def encode(status: int, body, content_type: str):

@@ -15,13 +15,11 @@ is ``{"error_code": 200, "cluster_id", "topic_name", "partition_id",
 "offset", "timestamp", "key": {"type", "size"}, "value": ...}``, or
 ``{"error_code", "message"}``.
 
-Streaming mode (a ``Transfer-Encoding: chunked`` body): the body is
-concatenated JSON, records read as their chunks arrive and produced at
-once, each answered in the order it came, one JSON object a line, as its
-delivery report arrives; the HTTP status is 200 and each answer carries
-its own error_code. Records are pipelined: up to MAX_IN_FLIGHT wait for
-their reports while more are read. A body of one record (Content-Length)
-is answered with that record's status.
+Streaming mode (a ``Transfer-Encoding: chunked`` body, stream.py): the
+body is concatenated JSON, each record produced as it arrives and
+answered in the order it came, one JSON object a line (AnswerLines); the
+HTTP status is 200 and each answer carries its own error_code. A body of
+one record (Content-Length) is answered with that record's status.
 
 Delivery: one idempotent producer with acks=all for the whole proxy (a
 report is a committed offset); reports run on whichever request thread
@@ -33,10 +31,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import codecs
-import collections
 import json
-import queue
 import threading
 import time
 from datetime import datetime, timezone
@@ -44,7 +39,6 @@ from datetime import datetime, timezone
 from kafkalite.rest_proxy.errors import (BAD_REQUEST, PARTITION_NOT_FOUND, ProxyError,
                                          from_kafka, topic_not_found)
 
-MAX_IN_FLIGHT = 20_000
 # what makes a v3 key or value one with a schema (Confluent's ProduceRequestData)
 SCHEMA_FIELDS = frozenset(("schema_id", "schema", "subject", "schema_version",
                            "subject_name_strategy"))
@@ -52,8 +46,6 @@ SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSONSCHEMA")
 TOPIC_CACHE_S = 5.0
 DELIVERY_TIMEOUT_MS = 30_000
 POLL_S = 0.02
-_DECODER = json.JSONDecoder()
-_WHITESPACE = " \t\r\n"
 
 
 # the key's and value's JSON text, made once per call's encoder (json.dumps
@@ -61,7 +53,7 @@ _WHITESPACE = " \t\r\n"
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
-class _Slot:
+class DeliverySlot:
     """One record's answer: an error body (a dict), or, once its delivery
     report came, (partition, offset, timestamp ms); None until then."""
 
@@ -92,7 +84,7 @@ def _info(kind_size) -> dict | None:
     return {"type": kind_size[0], "size": kind_size[1]}
 
 
-class _AnswerWriter:
+class AnswerLines:
     """The answer lines of one stream: the cluster and topic's part made once,
     timestamps of the same millisecond formatted once."""
 
@@ -101,7 +93,7 @@ class _AnswerWriter:
                        f'"topic_name": {json.dumps(topic)}, "partition_id": ')
         self._ms, self._iso = -1, ""
 
-    def line(self, slot: "_Slot") -> str:
+    def line(self, slot: "DeliverySlot") -> str:
         answer = slot.answer
         if isinstance(answer, dict):
             return json.dumps(answer)
@@ -217,7 +209,7 @@ class RecordProducer:
         at once, not after TOPIC_CACHE_S (nor auto-created by the producer)."""
         self._topics.pop(topic, None)
 
-    def _send(self, topic: str, count: int, record, req=None) -> _Slot:
+    def send(self, topic: str, count: int, record, req=None) -> DeliverySlot:
         """Produce one parsed record; its slot (already answered on an error)."""
         try:
             if not isinstance(record, dict):
@@ -244,8 +236,8 @@ class RecordProducer:
                                                   f"base64") from None
             ts = _timestamp_ms(record.get("timestamp"))
         except ProxyError as exc:
-            return _Slot(exc.body())
-        slot = _Slot()
+            return DeliverySlot(exc.body())
+        slot = DeliverySlot()
         slot.key, slot.value, slot.timestamp = key_info, value_info, ts
         producer = self.producer
         while True:
@@ -256,7 +248,7 @@ class RecordProducer:
             except BufferError:
                 producer.poll(POLL_S)           # the queue is full: reports free it
             except Exception as exc:
-                return _Slot(from_kafka(exc).body())
+                return DeliverySlot(from_kafka(exc).body())
 
     def _data(self, req, topic: str, field: str, spec):
         """(bytes or None, the answer's key or value info) of a key or value:
@@ -271,7 +263,7 @@ class RecordProducer:
         """A body of one record: its answer once delivered. ``req``: the
         request, whose caller the registry is asked as."""
         count = self.partitions(topic)
-        slot = self._send(topic, count, record, req)
+        slot = self.send(topic, count, record, req)
         producer = self.producer
         while slot.answer is None:
             producer.poll(POLL_S)
@@ -281,125 +273,3 @@ class RecordProducer:
         return {"error_code": 200, "cluster_id": cluster_id, "topic_name": topic,
                 "partition_id": partition, "offset": offset, "timestamp": iso_timestamp(ms),
                 "key": _info(slot.key), "value": _info(slot.value)}
-
-    def produce_stream(self, cluster_id: str, topic: str, chunks, req=None):
-        """The streaming mode: ``chunks`` (the body's bytes as they come)
-        parsed as concatenated JSON, each record produced at once; yields
-        the answers, one line each, in the records' order."""
-        count = self.partitions(topic)
-        producer = self.producer
-        pending: collections.deque[_Slot] = collections.deque()
-        utf8 = codecs.getincrementaldecoder("utf-8")("strict")
-        line = _AnswerWriter(cluster_id, topic).line
-
-        def ready() -> bytes:
-            out = []
-            while pending and pending[0].answer is not None:
-                out.append(line(pending.popleft()))
-            return ("\n".join(out) + "\n").encode() if out else b""
-
-        pieces = _ReadAhead(chunks)
-        try:
-            yield from self._stream(producer, topic, count, pieces, pending, utf8, ready, req)
-        finally:
-            pieces.stop()       # also when the client went away (the generator closed)
-
-    def _stream(self, producer, topic, count, pieces, pending, utf8, ready, req):
-        """produce_stream's loop: records parsed and sent as pieces come,
-        answers yielded as their reports come."""
-        text = ""
-        failure = None
-        while True:
-            try:
-                # wait for the client only while no report is due: an
-                # answer goes out as soon as its report came
-                piece = pieces.get(timeout=POLL_S if pending else None)
-            except queue.Empty:
-                producer.poll(0)
-                out = ready()
-                if out:
-                    yield out
-                continue
-            if piece is None:
-                break
-            if isinstance(piece, ProxyError):
-                failure = piece          # a malformed chunk: the records before it answered
-                break
-            try:
-                text += utf8.decode(piece)
-            except UnicodeDecodeError:
-                failure = ProxyError(BAD_REQUEST, "the body is not UTF-8")
-                break
-            pos, end = 0, len(text)
-            while True:
-                while pos < end and text[pos] in _WHITESPACE:
-                    pos += 1
-                if pos == end:
-                    break
-                try:
-                    record, nxt = _DECODER.raw_decode(text, pos)
-                except ValueError:
-                    break           # an object cut by the chunk's end: wait for more
-                pos = nxt
-                pending.append(self._send(topic, count, record, req))
-                while len(pending) >= MAX_IN_FLIGHT and pending[0].answer is None:
-                    producer.poll(POLL_S)
-            text = text[pos:]
-            producer.poll(0)
-            out = ready()
-            if out:
-                yield out
-        if failure is None and text.strip():
-            failure = ProxyError(BAD_REQUEST, f"the body ends with text that is not a JSON "
-                                              f"object: {text[:80]!r}")
-        while pending:
-            if pending[0].answer is None:
-                producer.poll(POLL_S)
-            out = ready()
-            if out:
-                yield out
-        if failure is not None:
-            yield (json.dumps(failure.body()) + "\n").encode()
-
-
-class _ReadAhead:
-    """The body's pieces on a queue filled by a thread of its own (None at
-    the end, a ProxyError for a malformed body), so that answers go out
-    while the proxy waits for the client's next chunk. At most QUEUED
-    pieces wait (a client faster than the producer waits on its socket);
-    ``stop()``: the stream is over (its answer failed, the client went
-    away), and the thread ends instead of waiting on a full queue."""
-
-    QUEUED = 64
-
-    def __init__(self, chunks):
-        self.pieces: queue.Queue = queue.Queue(maxsize=self.QUEUED)
-        self.stopped = threading.Event()
-        threading.Thread(target=self._read, args=(chunks,), name="rest-proxy-body",
-                         daemon=True).start()
-
-    def _put(self, item) -> bool:
-        while not self.stopped.is_set():
-            try:
-                self.pieces.put(item, timeout=1.0)
-                return True
-            except queue.Full:
-                pass
-        return False
-
-    def _read(self, chunks) -> None:
-        try:
-            for piece in chunks:
-                if not self._put(piece):
-                    return
-        except ProxyError as exc:
-            self._put(exc)
-        except OSError:
-            pass                        # the client went away: what came is answered
-        self._put(None)
-
-    def get(self, timeout):
-        return self.pieces.get(timeout=timeout)
-
-    def stop(self) -> None:
-        self.stopped.set()

@@ -121,7 +121,8 @@ SETTINGS: dict[str, Setting] = {
                         "Prometheus's `tls_config` and browsers.",
                         kafka_note="kafkalite's own: Kafka exposes metrics through JMX."),
     "http_max_connections": Setting(
-        "Connections the HTTP port serves at once, each on a thread of its own; one more is "
+        "Connections each HTTP port keeps open at once (HTTP/1.1, kept alive between "
+        "requests; a connection with a request being answered has a thread); one more is "
         "answered `503 Service Unavailable` with `Retry-After` and closed at once (counted in "
         "`kafkalite_http_connections_refused`; over `http_tls`, closed without an answer).",
         kafka_note="kafkalite's own: Kafka's `max.connections` caps its listeners; it has "

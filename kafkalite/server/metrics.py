@@ -21,7 +21,7 @@ Two halves, one per kind of process:
   and, every ``PUBLISH_INTERVAL_S`` on the supervisor's loop, builds an
   immutable view of the node (the workers' sums, plus what only the
   supervisor knows: partitions without a leader or with a short ISR,
-  consumer-group lag). An HTTP server on a thread of its own serves that
+  consumer-group lag). The HTTP server's threads (http_server.py) serve that
   view as Prometheus text on ``/metrics`` (through ``prometheus_client``'s
   exposition, with a custom collector that only reads the view) and the
   node's health on ``/health``; the loop never waits for it, and the thread
@@ -29,10 +29,9 @@ Two halves, one per kind of process:
   can be mounted under a path prefix on the same port (the web console,
   kafkalite/webconsole/, mounted by ``kafkalite server``): they run on
   that server's threads and may read ``registry``, never the loop's state.
-  Each connection is served on a thread of its own, at most
-  ``http_max_connections`` at once: the accept thread answers one more
-  ``503`` itself and closes it, so idle connections cannot pile up
-  threads (each is bounded in time by ``HTTP_IO_TIMEOUT_S``, not in number).
+  The port is served by kafkalite's one HTTP server (http_server.py: its
+  keep-alive, its cap of ``http_max_connections`` connections and TLS);
+  this module counts the connections over the cap and answers the paths.
 
 Counters survive worker restarts: when a worker's snapshot comes from a new
 process, the old process's last figures are kept as a base, so node totals
@@ -74,25 +73,6 @@ from kafkalite.protocol import ApiKey
 log = logging.getLogger("kafkalite.metrics")
 
 PUBLISH_INTERVAL_S = 1.0      # how often the supervisor rebuilds the served view
-# The longest the HTTP port waits on one read or write of a connection:
-# a request that never comes, or a body that stops short of its
-# Content-Length, would otherwise hold one of its threads, and the
-# connection, for good.
-HTTP_IO_TIMEOUT_S = 10.0
-# What a connection over the HTTP port's cap (http_max_connections) gets:
-# written by the accept thread into the fresh socket's empty send buffer, so
-# it never waits on the client, then the connection is closed.
-HTTP_RETRY_AFTER_S = 1
-_BUSY_BODY = b"the HTTP port serves as many connections as it may (http_max_connections)\n"
-HTTP_BUSY_ANSWER = (b"HTTP/1.1 503 Service Unavailable\r\n"
-                    b"Retry-After: %d\r\n"
-                    b"Content-Type: text/plain; charset=utf-8\r\n"
-                    b"Content-Length: %d\r\n"
-                    b"Connection: close\r\n\r\n" % (HTTP_RETRY_AFTER_S, len(_BUSY_BODY))
-                    + _BUSY_BODY)
-# Bytes of an early request read (and dropped) before a refused connection
-# closes: closing with unread input resets it, which can discard the 503.
-_BUSY_DRAIN_BYTES = 65536
 # Request latency buckets, in ms like Kafka's TotalTimeMs (upper bounds; +Inf is implied).
 LATENCY_BUCKETS_MS = (0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0,
                       2500.0, 5000.0, 10000.0, 30000.0)
@@ -294,94 +274,6 @@ _REMOTE_LAG = (
 )
 
 
-def serve_http(host: str, port: int, app, tls=None, *, max_connections: int, refuse,
-               name: str):
-    """A WSGI ``app`` served on ``host``:``port`` (0: any free port; a taken
-    one: any free port, with a warning) by a thread of its own, a thread
-    per connection up to ``max_connections``; one more is handed to
-    ``refuse(sock, address, answer)`` on the accept thread and closed.
-    ``tls``: an ssl.SSLContext, each handshake on the connection's own
-    thread. The HTTP port (NodeMetrics.serve) and the schema registry's
-    port (kafkalite/registry/) are both served by it. Answers the server
-    (``server_port``; ``shutdown()`` and ``server_close()`` stop it)."""
-    from wsgiref.simple_server import WSGIRequestHandler, make_server
-
-    from prometheus_client.exposition import ThreadingWSGIServer
-
-    class _QuietHandler(WSGIRequestHandler):
-        """No access log line per request on stderr."""
-
-        timeout = HTTP_IO_TIMEOUT_S
-
-        def log_message(self, format, *args):
-            pass
-
-    bind = host if host not in ("", "*") else "0.0.0.0"
-    slots = threading.BoundedSemaphore(max_connections)
-
-    class HttpServer(ThreadingWSGIServer):
-        """A thread per connection, up to ``max_connections`` of them."""
-
-        # socketserver's 5 makes a burst of connections (a refused one's
-        # retries among them) wait out SYN retransmits of 1 s and more
-        request_queue_size = 128
-
-        def process_request(self, request, client_address):
-            # the accept thread: never waits here, on a slot or a client
-            if not slots.acquire(blocking=False):
-                refuse(request, client_address, answer=tls is None)
-                self.shutdown_request(request)
-                return
-            try:
-                super().process_request(request, client_address)
-            except BaseException:
-                slots.release()          # no thread was started to release it
-                raise
-
-        def process_request_thread(self, request, client_address):
-            try:
-                super().process_request_thread(request, client_address)
-            finally:
-                slots.release()
-
-    if ":" in bind:
-        import socket
-        HttpServer.address_family = socket.AF_INET6
-    try:
-        httpd = make_server(bind, port, app, HttpServer, handler_class=_QuietHandler)
-    except OSError as exc:
-        if port == 0:
-            raise
-        log.warning("%s port %d: %s; using any free port", name, port, exc)
-        httpd = make_server(bind, 0, app, HttpServer, handler_class=_QuietHandler)
-    if tls is not None:
-        httpd.socket = tls.wrap_socket(httpd.socket, server_side=True,
-                                       do_handshake_on_connect=False)
-    threading.Thread(target=httpd.serve_forever, name=f"{name}-http", daemon=True).start()
-    return httpd
-
-
-def answer_busy(sock) -> None:
-    """A 503 into a refused connection's empty send buffer, on the accept
-    thread (never waiting on the client); the caller closes it."""
-    try:
-        sock.setblocking(False)
-        drained = 0
-        while drained < _BUSY_DRAIN_BYTES:
-            chunk = sock.recv(4096)
-            if not chunk:
-                break
-            drained += len(chunk)
-    except (BlockingIOError, InterruptedError):
-        pass
-    except OSError:
-        return
-    try:
-        sock.send(HTTP_BUSY_ANSWER)
-    except OSError:
-        pass                   # gone already, or a full buffer: closed all the same
-
-
 class NodeMetrics:
     """The supervisor's side: worker snapshots in, an HTTP endpoint out.
     ``supervisor`` is read on the loop thread only (``tick``)."""
@@ -427,15 +319,13 @@ class NodeMetrics:
         ``mounts``: (path prefix, WSGI app) pairs served beside /metrics; an
         app with a ``close()`` is closed with the server. ``login`` (an
         http_login.HttpLogin, security on): /metrics and the mounts behind it.
-        ``tls`` (an ssl.SSLContext, ``http_tls``): every connection is TLS;
-        its handshake runs in the connection's own thread, on its first
-        read, under the same HTTP_IO_TIMEOUT_S, so a client that never
-        finishes one holds no other connection up. ``max_connections``
-        (``http_max_connections``): connections served at once; one more
-        is answered 503 by the accept thread and closed (over TLS, closed:
-        an answer would need a handshake, which the accept thread must not
-        wait for)."""
+        ``tls`` (an ssl.SSLContext, ``http_tls``): every connection is TLS.
+        ``max_connections`` (``http_max_connections``): connections open
+        at once; one more is answered 503 and closed (over TLS, closed),
+        and counted (http_server.py serves the port)."""
         from prometheus_client import make_wsgi_app
+
+        from kafkalite.http_server import serve
 
         metrics_app = make_wsgi_app(self.registry)
         self._mounts = [(prefix.rstrip("/"), mounted) for prefix, mounted in mounts]
@@ -465,8 +355,8 @@ class NodeMetrics:
             served = ["/metrics", "/health"] + [prefix + "/" for prefix, _ in self._mounts]
             return [f"no such path {path!r}; this port serves {', '.join(served)}\n".encode()]
 
-        self._httpd = serve_http(host, port, app, tls, max_connections=max_connections,
-                                 refuse=self.refuse_connection, name="metrics")
+        self._httpd = serve(host, port, app, tls, max_connections=max_connections,
+                            refuse=self.refuse_connection, name="metrics")
         self.port = self._httpd.server_port
         return self.port
 
@@ -479,12 +369,12 @@ class NodeMetrics:
             "HTTP port: refused a connection from %s (%d so far): http_max_connections "
             "are open", address[0], self.http_refused)
         if answer:
+            from kafkalite.http_server import answer_busy
             answer_busy(sock)
 
     def close(self) -> None:
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
+            self._httpd.close()
             self._httpd = None
         for _, mounted in self._mounts:
             if hasattr(mounted, "close"):

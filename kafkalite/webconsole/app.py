@@ -46,6 +46,7 @@ from importlib import resources
 
 from kafkalite import errors
 from kafkalite.client import AdminClient
+from kafkalite.http_routes import NoRoute, Router, WrongMethod, segment_names
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.ratelimit import RateLimitedLog
@@ -74,22 +75,25 @@ _DENIED = (errors.TopicAuthorizationFailedError, errors.GroupAuthorizationFailed
 ROUTES = (
     ("GET", "/", "page"),
     ("GET", "/index.html", "page"),
-    ("GET", "/static/<file>", "page"),
+    ("GET", "/static/{file}", "page"),
     ("GET", "/api/cluster", "cluster"),
     ("GET", "/api/throughput", "throughput"),
     ("GET", "/api/metrics", "metrics"),
     ("GET", "/api/topics", "list_topics"),
     ("POST", "/api/topics", "create_topic"),
-    ("GET", "/api/topics/<topic>", "describe_topic"),
-    ("DELETE", "/api/topics/<topic>", "delete_topic"),
-    ("POST", "/api/topics/<topic>/configs", "alter_topic_configs"),
-    ("GET", "/api/topics/<topic>/messages", "read_records"),
-    ("GET", "/api/topics/<topic>/schemas", "topic_subjects"),
+    ("GET", "/api/topics/{topic}", "describe_topic"),
+    ("DELETE", "/api/topics/{topic}", "delete_topic"),
+    ("POST", "/api/topics/{topic}/configs", "alter_topic_configs"),
+    ("GET", "/api/topics/{topic}/messages", "read_records"),
+    ("GET", "/api/topics/{topic}/schemas", "topic_subjects"),
     ("GET", "/api/schemas", "list_subjects"),
     ("GET", "/api/groups", "list_groups"),
-    ("GET", "/api/groups/<group>", "describe_group"),
-    ("POST", "/api/groups/<group>/reset-offsets", "reset_offsets"),
+    ("GET", "/api/groups/{group}", "describe_group"),
+    ("POST", "/api/groups/{group}/reset-offsets", "reset_offsets"),
 )
+# kafkalite/http_routes.py's table: each action with its segments' names
+ROUTER = Router((method, template, (action, segment_names(template)))
+                for method, template, action in ROUTES)
 
 _REASONS = {200: "OK", 302: "Found", 400: "Bad Request", 403: "Forbidden", 404: "Not Found",
             405: "Method Not Allowed", 409: "Conflict", 413: "Payload Too Large",
@@ -328,34 +332,18 @@ def _may_read_subject(access):
 
 
 def _match(method: str, path: str) -> tuple[str, dict]:
-    """(action, {parameter: value}) of the route ``path`` (under the
+    """(action, {segment name: value}) of the route ``path`` (under the
     prefix) and ``method`` name; 404 for no route, 405 for another method."""
-    parts = path.split("/")
-    if path.startswith("/api/"):
-        parts = path.rstrip("/").split("/")       # /api/topics/ is /api/topics
-    method = "GET" if method == "HEAD" else method
-    allowed = []
-    for route_method, pattern, action in ROUTES:
-        names = pattern.split("/")
-        if len(names) != len(parts):
-            continue
-        params = {}
-        for name, part in zip(names, parts):
-            if name.startswith("<"):
-                if not part:
-                    break
-                params[name[1:-1]] = urllib.parse.unquote(part)
-            elif name != part:
-                break
-        else:
-            if route_method == method:
-                return action, params
-            allowed.append(route_method)
-    if allowed:
-        raise _HttpError(405, f"{method} is not allowed on {path} (only {', '.join(allowed)})")
-    if path.startswith("/api/"):
-        raise _HttpError(404, f"no API {path}")
-    raise _HttpError(404, f"no page {path!r}")
+    try:
+        (action, names), values = ROUTER.find(method, path)
+    except WrongMethod as exc:
+        raise _HttpError(405, f"{method} is not allowed on {path} "
+                              f"(only {', '.join(exc.allowed)})") from None
+    except NoRoute:
+        if path.startswith("/api/"):
+            raise _HttpError(404, f"no API {path}") from None
+        raise _HttpError(404, f"no page {path!r}") from None
+    return action, dict(zip(names, values))
 
 
 def make_app(bootstrap: str, registry, client_config: dict | None = None) -> ConsoleApp:

@@ -25,27 +25,22 @@ mapping):
   resource of the type (Kafka's CreateTopics with Create on the cluster,
   ListGroups with Describe on the cluster).
 
-Where the decision comes from: the login in front of the console
-(server/auth/http_login.py) puts ``environ["kafkalite.authorize"]``, a callable
-``(operation, resource type, name, audit) -> bool`` deciding for the
-logged-in principal and host with the supervisor's authorizer, and
-``environ["kafkalite.principal"]``. Without it (security off, or the
-authorizer off) every action is allowed, as before. This module never
-imports ``kafkalite.server``: the callable is all it knows of it.
+Where the decision comes from: the login in front of the console, through
+kafkalite/http_access.py (the one authorization layer of the HTTP apps);
+without it (security off, or the authorizer off) every action is
+allowed. This module never imports ``kafkalite.server``.
 
-Who may call: app.py, on the metrics server's request threads (an
-``Access`` is one request's).
+Who may call: app.py, on the HTTP server's threads (an ``Access`` is one
+request's).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kafkalite.http_access import (  # noqa: F401 -- the environ's names, for tests
+    CLUSTER_NAME, ENVIRON_AUTHORIZE, ENVIRON_PRINCIPAL, RequestAccess)
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ResourceType as Res
-
-ENVIRON_AUTHORIZE = "kafkalite.authorize"
-ENVIRON_PRINCIPAL = "kafkalite.principal"
-CLUSTER_NAME = "kafka-cluster"        # the one Cluster resource (server/auth/authorizer.py's)
 
 REFUSE = "refuse"       # the action's own resource: denied -> 403, nothing done
 FILTER = "filter"       # resources an answer lists: denied ones left out
@@ -144,20 +139,22 @@ class NoRule(Exception):
         return {"error": str(self), "code": "CLUSTER_AUTHORIZATION_FAILED"}
 
 
-class Access:
+class Access(RequestAccess):
     """One request's decisions: ``action``'s rule applied for the user of
     ``environ``. ``check_route`` and ``require`` raise ``Denied``; ``sees``
     filters. Asking about a need the rule does not declare raises
     ``KeyError``: a rule and its action must agree (the tests find it)."""
 
+    __slots__ = ("action", "needs", "environ", "_unchecked")
+    CLUSTER = Res.CLUSTER
+
     def __init__(self, environ: dict, action: str):
         if action not in RULES:
             raise NoRule(f"the console's {action!r} has no authorization rule")
+        super().__init__(environ)
         self.action = action
         self.needs = RULES[action]
         self.environ = environ
-        self.principal = environ.get(ENVIRON_PRINCIPAL)
-        self._authorize = environ.get(ENVIRON_AUTHORIZE)
         self._unchecked = {(n.operation, n.resource_type) for n in self.needs
                            if n.scope == REFUSE}
 
@@ -181,14 +178,11 @@ class Access:
             self._require(need, name)
         self._unchecked.discard((operation, resource_type))   # also for no names
 
-    def sees(self, operation: Op, resource_type: Res):
+    def sees(self, operation: Op, resource_type: Res, or_cluster: bool = False):
         """A predicate name -> bool: whether a resource of the type is kept in
-        the answer."""
+        the answer (on the cluster too when the rule's need says so)."""
         need = self._need(operation, resource_type, FILTER)
-        if self._authorize is None or (need.or_cluster and self._decide(
-                operation, Res.CLUSTER, CLUSTER_NAME, audit=False)):
-            return lambda name: True
-        return lambda name: self._decide(operation, resource_type, name, audit=False)
+        return super().sees(operation, resource_type, need.or_cluster)
 
     def unchecked(self) -> list[str]:
         """REFUSE needs nothing checked (a bug in the action, when it returned)."""
@@ -204,13 +198,7 @@ class Access:
 
     def _require(self, need: Need, name: str) -> None:
         self._unchecked.discard((need.operation, need.resource_type))
-        if self._authorize is None:
+        if need.or_cluster and self.may_cluster(need.operation, audit=False):
             return
-        if need.or_cluster and self._decide(need.operation, Res.CLUSTER, CLUSTER_NAME,
-                                            audit=False):
-            return
-        if not self._decide(need.operation, need.resource_type, name, audit=True):
+        if not self.may(need.operation, need.resource_type, name):
             raise Denied(self.principal, need.operation, need.resource_type, name)
-
-    def _decide(self, operation: Op, resource_type: Res, name: str, audit: bool) -> bool:
-        return bool(self._authorize(operation, resource_type, name, audit))

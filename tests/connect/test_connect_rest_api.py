@@ -8,6 +8,7 @@ class; the cluster scope and active topics also across a distributed
 worker's config and status topics."""
 from __future__ import annotations
 
+import http.client
 import logging
 import threading
 
@@ -32,6 +33,24 @@ def test_root_names_the_kafka_cluster_it_works_for(connect, server):
         admin.close()
     root = connect.http("GET", "/").json()
     assert cluster_id and root["kafka_cluster_id"] == cluster_id
+
+
+def test_requests_go_one_after_another_on_one_kept_alive_connection(connect):
+    """Kafka Connect's REST server (Jetty) keeps connections alive; so does
+    this one (kafkalite/http_server.py; werkzeug's answered each with
+    ``Connection: close``)."""
+    conn = http.client.HTTPConnection("127.0.0.1", connect.rest.port, timeout=60)
+    try:
+        ends = []
+        for _ in range(3):
+            conn.request("GET", "/connectors")
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == 200 and not resp.will_close, resp.getheaders()
+            ends.append(conn.sock.getsockname())
+        assert len(set(ends)) == 1              # the three went over one connection
+    finally:
+        conn.close()
 
 
 def test_loggers_are_read_and_set_by_namespace(connect):

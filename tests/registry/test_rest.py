@@ -45,6 +45,16 @@ def register(url, subject, schema, **extra):
     return call(f"{url}/subjects/{subject}/versions", "POST", body)
 
 
+def test_a_subject_of_utf8_and_an_encoded_slash_keeps_its_name(url):
+    """A path segment is %-decoded UTF-8 (kafkalite/http_routes.py): before,
+    ``caf%C3%A9-value`` was stored as ``cafÃ©-value`` (the Latin-1 text
+    of PEP 3333's PATH_INFO taken as the name)."""
+    for subject, quoted in (("café-value", "caf%C3%A9-value"), ("a/b-value", "a%2Fb-value")):
+        assert register(url, quoted, AVRO_V1)[0] == 200
+        assert subject in call(f"{url}/subjects")[1]
+        assert call(f"{url}/subjects/{quoted}/versions/1")[1]["subject"] == subject
+
+
 def test_register_twice_same_id_and_versions_listed(url):
     status, answer, ctype = register(url, "reg-value", AVRO_V1)
     assert status == 200 and ctype == CT

@@ -1,8 +1,10 @@
 """What the proxy's tests speak HTTP with: one call (urllib, as curl sends it)
 and the v3 streaming mode over a raw socket (a chunked body written by one
-thread while the answers are read, as Confluent's streaming clients do)."""
+thread while the answers, a chunked body too, are read, as Confluent's
+streaming clients do)."""
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import threading
@@ -71,16 +73,29 @@ def stream_records(url: str, records, chunk_records: int = 500, headers=None):
         sock.sendall(b"0\r\n\r\n")
     writer = threading.Thread(target=write)
     writer.start()
-    buf = bytearray()
-    while True:
-        piece = sock.recv(1 << 16)
-        if not piece:
-            break
-        buf += piece
+    resp = http.client.HTTPResponse(sock)
+    resp.begin()
+    body = resp.read()                      # to the answer's last chunk
     writer.join()
     sock.close()
-    head, _, body = bytes(buf).partition(b"\r\n\r\n")
-    status = head.split(b"\r\n")[0].decode()
-    if " 200 " not in status + " ":
+    status = f"HTTP/1.1 {resp.status} {resp.reason}"
+    if resp.status != 200:
         return status, body                 # an error answered for the whole request
     return status, [json.loads(line) for line in body.splitlines() if line.strip()]
+
+
+def dechunked(raw: bytes) -> tuple[bytes, bool]:
+    """The body so far of an answer whose bytes (head included) are
+    ``raw``, with chunked transfer coding, and whether it is whole."""
+    rest = raw.partition(b"\r\n\r\n")[2]
+    out = b""
+    while True:
+        line, crlf, after = rest.partition(b"\r\n")
+        if not crlf:
+            return out, False
+        size = int(line.split(b";")[0], 16)
+        if size == 0:
+            return out, True
+        if len(after) < size + 2:
+            return out, False
+        out, rest = out + after[:size], after[size + 2:]

@@ -15,16 +15,20 @@ import socket
 import urllib.parse
 
 import pytest
+import requests
 
 from kafkalite.client import Consumer, TopicPartition
-from proxy_client import call, stream_records
+from proxy_client import call, dechunked, stream_records
+from soak import setting
+
+WRITE_FIRST_RECORDS = int(setting("KAFKALITE_PROXY_WRITE_FIRST"))
 
 
 @pytest.fixture(scope="module")
 def proxy(module_server):
     url = module_server.info["rest_proxy"]
     cluster = call(f"{url}/v3/clusters")[1]["data"][0]["cluster_id"]
-    for name, count in (("rec", 3), ("stream", 3), ("live", 1)):
+    for name, count in (("rec", 3), ("stream", 3), ("live", 1), ("whole", 1)):
         status, _, _ = call(f"{url}/v3/clusters/{cluster}/topics", "POST",
                             {"topic_name": name, "partitions_count": count})
         assert status == 201
@@ -95,7 +99,7 @@ def test_streaming_answers_every_record_in_order(proxy):
 
 
 def answered(buf: bytes) -> list[bytes]:
-    return [x for x in buf.partition(b"\r\n\r\n")[2].splitlines() if x.strip()]
+    return [x for x in dechunked(buf)[0].splitlines() if x.strip()]
 
 
 def test_streaming_answers_a_record_before_the_body_ends(proxy):
@@ -115,15 +119,53 @@ def test_streaming_answers_a_record_before_the_body_ends(proxy):
             assert piece, "the proxy closed the stream"
             buf += piece
     sock.sendall(b"0\r\n\r\n")
-    while True:
+    while not dechunked(buf)[1]:                   # to the answer's last chunk
         piece = sock.recv(4096)
-        if not piece:
-            break
+        assert piece, "the proxy closed the stream before its last chunk"
         buf += piece
     sock.close()
     lines = [json.loads(x) for x in answered(buf)]
     assert [a["error_code"] for a in lines] == [200, 200, 200]
     assert [a["offset"] for a in lines] == [lines[0]["offset"] + i for i in range(3)]
+
+
+def test_streaming_is_exact_for_a_client_that_writes_the_whole_body_first(proxy, module_server):
+    """``requests`` with a generator body sends every chunk before it reads
+    a byte of the answer, so the answers wait unread for as long as the
+    body takes: every record is written, in order, and answered. The body
+    (at least 40 MB) outgrows what the sockets' buffers hold."""
+    url, cluster = proxy
+    size = max(100, (40 << 20) // WRITE_FIRST_RECORDS)
+
+    def value(i: int) -> str:
+        return f"r{i}".ljust(size, ".")
+
+    def body():
+        for start in range(0, WRITE_FIRST_RECORDS, 10):
+            yield "".join(json.dumps({"value": {"type": "STRING", "data": value(i)}})
+                          for i in range(start, min(start + 10, WRITE_FIRST_RECORDS))).encode()
+    resp = requests.post(f"{url}/v3/clusters/{cluster}/topics/whole/records", data=body(),
+                         headers={"Content-Type": "application/json"}, timeout=600)
+    assert resp.status_code == 200
+    lines = resp.text.splitlines()
+    assert len(lines) == WRITE_FIRST_RECORDS, f"{len(lines)} answers, the last {lines[-1]!r}"
+    answers = [json.loads(line) for line in lines]
+    assert all(a["error_code"] == 200 for a in answers)
+    assert [a["offset"] for a in answers] == list(range(WRITE_FIRST_RECORDS))
+    consumer = Consumer({"bootstrap.servers": module_server.bootstrap, "group.id": "whole",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("whole", 0, 0)])
+        values = []
+        for _ in range(3000):
+            values += [m.value() for m in consumer.consume(10_000, 0.2) if m.error() is None]
+            if len(values) >= WRITE_FIRST_RECORDS:
+                break
+        assert consumer.consume(10, 0.5) == []          # nothing more than was sent
+    finally:
+        consumer.close()
+    assert len(values) == WRITE_FIRST_RECORDS
+    assert all(v == value(i).encode() for i, v in enumerate(values))
 
 
 def test_errors_are_confluents_bodies(proxy):

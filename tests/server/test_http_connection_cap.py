@@ -1,15 +1,17 @@
-"""The HTTP port's cap on connections served at once (issue 40;
-``http_max_connections``, kafkalite/server/metrics.py).
+"""The HTTP port's cap on connections open at once (issue 40;
+``http_max_connections``, kafkalite/http_server.py, counted by
+kafkalite/server/metrics.py).
 
-Each connection to the port (/metrics, /health, the web console) is served
-on a thread of its own, bounded in time by HTTP_IO_TIMEOUT_S but not in
-number: before, every idle TCP connection anyone opened held a thread of
-the supervisor, so 10,000 of them were 10,000 threads, and a connection
-over any number was left waiting. Now the first ``http_max_connections``
-are served; one more is answered ``503 Service Unavailable`` with
-``Retry-After`` by the accept thread and closed at once (no thread of its
-own), counted in kafkalite_http_connections_refused; once the idle ones
-go, /health answers 200 again.
+A connection to the port (/metrics, /health, the web console) waiting for
+its first request is served on a thread, bounded in time by
+HTTP_IO_TIMEOUT_S but not in number: before the cap, every idle TCP
+connection anyone opened held a thread of the supervisor, so 10,000 of
+them were 10,000 threads, and a connection over any number was left
+waiting. Now the first ``http_max_connections`` are served; one more is
+answered ``503 Service Unavailable`` with ``Retry-After`` by the accept
+thread and closed at once (no thread of its own), counted in
+kafkalite_http_connections_refused; once the idle ones go, /health
+answers 200 again.
 
 One server for the module, ``http_max_connections = 8``.
 """

@@ -27,6 +27,11 @@ PLAIN credentials of ``sasl_users_file``, credentials.py), so Prometheus's
   cannot be made to change anything by another site (cross-site request
   forgery).
 
+The environ's names and the apps' view of the decisions are
+kafkalite/http_access.py's (the one authorization layer of every HTTP
+app: the console, the schema registry, the REST proxy, the Iceberg REST
+catalog).
+
 Failed logins are answered 401 and counted, never told apart (an unknown
 user and a wrong password look the same); a login that passed is
 remembered for LOGIN_CACHE_S, keyed by a keyed hash of the credentials, so
@@ -44,6 +49,7 @@ import os
 import threading
 import time
 
+from kafkalite.http_access import ENVIRON_AUTHORIZE, ENVIRON_PRINCIPAL
 from kafkalite.protocol.enums import AclOperation, ResourceType
 from kafkalite.server.auth.authorizer import CLUSTER_NAME
 
@@ -135,9 +141,9 @@ class HttpLogin:
                     start_response("403 Forbidden",
                                    [("Content-Type", "text/plain; charset=utf-8")])
                     return [f"refused a change {why}\n".encode()]
-            environ["kafkalite.principal"] = principal
+            environ[ENVIRON_PRINCIPAL] = principal
             if self.authorizer is not None:
-                environ["kafkalite.authorize"] = self._decisions(principal, host)
+                environ[ENVIRON_AUTHORIZE] = self._decisions(principal, host)
             return app(environ, start_response)
         return guarded
 

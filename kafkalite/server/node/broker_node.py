@@ -207,8 +207,7 @@ class BrokerNode:
 
     def _close_iceberg_rest(self) -> None:
         if self.iceberg_http is not None:
-            self.iceberg_http.shutdown()
-            self.iceberg_http.server_close()
+            self.iceberg_http.close()
             self.iceberg_app.close()
             self.iceberg_http = self.iceberg_app = None
 

@@ -7,9 +7,10 @@ One serving path for every node of a cluster: the controller's node
 the schema registry, so that every node's registry takes requests and
 the registries' leader election (kafkalite/registry/leader.py) has one
 registry per node to choose from, as Confluent's cluster of registries
-has. Both serve it the same way: metrics.py's HTTP server code (its
-connection cap and TLS), the node's login with security on
-(http_login.py), Confluent's JSON error bodies for a refused login.
+has. Both serve it the same way: kafkalite's one HTTP server
+(kafkalite/http_server.py: keep-alive, the connection cap, TLS), the
+node's login with security on (http_login.py), Confluent's JSON error
+bodies for a refused login.
 
 Who may call: the node's one loop (the supervisor's, or the broker
 node's); the apps run on the HTTP server's threads.
@@ -34,18 +35,13 @@ def http_login(config, authorizer) -> HttpLogin | None:
 
 
 def serve_app(config, app, port: int, login, name: str, refuse=None):
-    """``app`` (a client of the node) served on ``port`` by the HTTP port's
-    server code: its connection cap, TLS and login (``with_login``).
-    ``refuse``: what a connection over the cap gets (the node's metrics
-    count it); a 503 by default. Answers the HTTP server (``server_port``,
-    ``shutdown``, ``server_close``)."""
-    from kafkalite.server.metrics import answer_busy, serve_http
-    if refuse is None:
-        def refuse(sock, address, answer):
-            if answer:
-                answer_busy(sock)
-    return serve_http(config.host, port, with_login(app, login), http_tls_context(config),
-                      max_connections=config.http_max_connections, refuse=refuse, name=name)
+    """``app`` (a client of the node) served on ``port`` as the HTTP port
+    is: its connection cap, TLS and login (``with_login``). ``refuse``:
+    what a connection over the cap gets (the node's metrics count it); a
+    503 by default. Answers the HTTP server (``server_port``, ``close``)."""
+    from kafkalite.http_server import serve
+    return serve(config.host, port, with_login(app, login), http_tls_context(config),
+                 max_connections=config.http_max_connections, refuse=refuse, name=name)
 
 
 def with_login(app, login):
@@ -110,7 +106,7 @@ class SchemaRegistryDoor:
         if self.refuse is not None:
             self.refuse(sock, address, answer)
         elif answer:
-            from kafkalite.server.metrics import answer_busy
+            from kafkalite.http_server import answer_busy
             answer_busy(sock)
 
     def adopt(self, bootstrap: str, owner_key_file: str | None, login, refuse=None) -> None:
@@ -128,8 +124,7 @@ class SchemaRegistryDoor:
         """Stop serving and close the app's clients: the port is free
         when this returns. ``wait=False``: the clients are closed on a
         thread of their own (see _close_aside)."""
-        self.http.shutdown()
-        self.http.server_close()
+        self.http.close()
         if wait:
             self.app.close()
         else:

@@ -1240,8 +1240,7 @@ class Supervisor:
                           (self.proxy_http, self.proxy_app),
                           (self.iceberg_http, self.iceberg_app)):
             if http is not None:
-                http.shutdown()
-                http.server_close()
+                http.close()
                 app.close()
         self.coordinator.close()
         if self.users_mirror is not None:
