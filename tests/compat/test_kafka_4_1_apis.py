@@ -292,3 +292,70 @@ def test_a_broker_answers_every_version_it_advertises(server):
             finally:
                 w.close()
     assert not closed
+
+
+class _Reader:
+    """Reads a flexible response the way Kafka 4.1's generated code does."""
+
+    def __init__(self, frame: bytes):
+        self.buf, self.pos = frame, 0
+
+    def take(self, n: int) -> bytes:
+        out = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def int(self, n: int) -> int:
+        return int.from_bytes(self.take(n), "big", signed=True)
+
+    def varint(self) -> int:
+        value = shift = 0
+        while True:
+            b = self.take(1)[0]
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return value
+
+    def string(self) -> str | None:           # compact, nullable: length + 1, 0 null
+        n = self.varint()
+        return None if n == 0 else self.take(n - 1).decode()
+
+    def header(self) -> int:
+        correlation = self.int(4)
+        assert self.varint() == 0                 # no tagged fields
+        return correlation
+
+
+def test_share_offsets_and_state_answers_have_kafka_4_1s_layout(server, topic_name, group_name):
+    """Read as Kafka 4.1's specs lay them out: AlterShareGroupOffsetsResponse
+    has a top-level ErrorCode and ErrorMessage after ThrottleTimeMs (kafkalite
+    sent Kafka 4.0's layout, without them: a 4.1 admin client took the array
+    length for an error code), and ReadShareGroupStateSummaryResponse a
+    LeaderEpoch between StateEpoch and StartOffset (KAFKA-19218)."""
+    create(server, topic_name)
+    w = wire(server)
+    try:
+        w.send_frame(encode_request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 1, "c", {
+            "group_id": group_name, "topics": [{"topic_name": topic_name, "partitions": [
+                {"partition_index": 0, "start_offset": 0}]}]}))
+        r = _Reader(w.recv_frame())
+        assert r.header() == 1 and r.int(4) == 0               # throttle_time_ms
+        assert (r.int(2), r.string()) == (NONE, None)           # error_code, error_message
+        assert r.varint() - 1 == 1 and r.string() == topic_name  # one topic, its name
+        [tid] = w.request(ApiKey.METADATA, 13, {"topics": [{"topic_id": uuid.UUID(int=0),
+                                                            "name": topic_name}]})["topics"]
+        w.send_frame(encode_request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 2, "c", {
+            "group_id": group_name, "topics": [{"topic_id": tid["topic_id"], "partitions": [
+                {"partition": 0, "leader_epoch": 0}]}]}))
+        frame = w.recv_frame()
+        r = _Reader(frame)
+        assert r.header() == 2 and r.varint() - 1 == 1          # one result
+        assert uuid.UUID(bytes=r.take(16)) == tid["topic_id"] and r.varint() - 1 == 1
+        assert r.int(4) == 0                                     # partition
+        assert (r.int(2), r.string()) == (NONE, None)
+        state_epoch, leader_epoch, start_offset = r.int(4), r.int(4), r.int(8)
+        assert (state_epoch, start_offset) == (1, 0) and leader_epoch >= -1
+        assert [r.varint(), r.varint(), r.varint()] == [0, 0, 0] and r.pos == len(frame)
+    finally:
+        w.close()
