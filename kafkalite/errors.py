@@ -126,6 +126,9 @@ _ERRORS = [
     # delegation tokens, which kafkalite does not issue (KIP-48)
     ("DelegationTokenAuthDisabledError", 61, "DELEGATION_TOKEN_AUTH_DISABLED", False),
     ("DelegationTokenRequestNotAllowedError", 64, "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", False),
+    ("DelegationTokenAuthorizationFailedError", 65, "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
+     False),
+    ("InvalidPrincipalTypeError", 67, "INVALID_PRINCIPAL_TYPE", False),
     ("InvalidUpdateVersionError", 95, "INVALID_UPDATE_VERSION", False),
     ("UnknownTopicIdError", 100, "UNKNOWN_TOPIC_ID", True),
     ("BrokerIdNotRegisteredError", 102, "BROKER_ID_NOT_REGISTERED", False),

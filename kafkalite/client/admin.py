@@ -531,6 +531,9 @@ class AdminClient:
                 "group_id": group_id,
                 "topics": [{"topic_name": t, "partitions": ps} for t, ps in by.items()]},
                 request_timeout or self._timeout, 0)
+        top = error_or_none(resp["error_code"], resp["error_message"])    # Kafka's: all failed
+        if top is not None:
+            return {tp: _done(None, top) for tp in offsets}
         return {TopicPartition(t["topic_name"], p["partition_index"]):
                 _done(None, error_or_none(p["error_code"], p["error_message"]))
                 for t in resp["responses"] for p in t["partitions"]}

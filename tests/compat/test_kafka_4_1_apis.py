@@ -24,7 +24,7 @@ from kafkalite.protocol import ApiKey, encode_request
 from kafkalite.record import RecordBatchBuilder
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICATION_FACTOR = 0, 3, 38
-UNSUPPORTED_VERSION, INVALID_REQUEST, DELEGATION_TOKEN_AUTH_DISABLED = 35, 42, 61
+UNSUPPORTED_VERSION, INVALID_REQUEST, DELEGATION_TOKEN_REQUEST_NOT_ALLOWED = 35, 42, 64
 GROUP_ID_NOT_FOUND, INVALID_UPDATE_VERSION, UNKNOWN_TOPIC_ID = 69, 95, 100
 BROKER_ID_NOT_REGISTERED, INCONSISTENT_CLUSTER_ID = 102, 104
 TOPIC, BROKER, GROUP = 2, 4, 32
@@ -199,22 +199,27 @@ def test_list_transactions_v2_filters_by_a_transactional_id_pattern(server, topi
 
 
 def test_the_cluster_apis_answer_as_a_kafka_4_1_broker_configured_as_kafkalite_is(server):
-    """Delegation tokens disabled, features finalized where they are, a
-    static one-voter quorum, brokers that are a node's workers."""
+    """Delegation tokens disabled (and never asked for on a PLAINTEXT
+    listener, as Kafka's allowTokenRequests refuses), features finalized
+    where they are, a static one-voter quorum, brokers that are a node's
+    workers. tests/compat/test_error_semantics.py has every error case."""
     w = wire(server)
     try:
         r = w.request(ApiKey.CREATE_DELEGATION_TOKEN, 3, {"renewers": [], "max_lifetime_ms": -1})
-        assert r["error_code"] == DELEGATION_TOKEN_AUTH_DISABLED
+        assert r["error_code"] == DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
         for api, version in ((ApiKey.RENEW_DELEGATION_TOKEN, 2),
                              (ApiKey.EXPIRE_DELEGATION_TOKEN, 2)):
             assert w.request(api, version, {"hmac": b"x"})["error_code"] == \
-                DELEGATION_TOKEN_AUTH_DISABLED
+                DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
         assert w.request(ApiKey.DESCRIBE_DELEGATION_TOKEN, 3, {"owners": None})[
-            "error_code"] == DELEGATION_TOKEN_AUTH_DISABLED
+            "error_code"] == DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
         same = {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1}
+        r = w.request(ApiKey.UPDATE_FEATURES, 1, {"feature_updates": [same]})
+        assert (r["error_code"], [x["error_code"] for x in r["results"]]) == (NONE, [NONE])
+        # one failure fails them all, answered at the top alone (Kafka's QuorumController)
         r = w.request(ApiKey.UPDATE_FEATURES, 1, {"feature_updates": [
             same, {**same, "max_version_level": 1, "upgrade_type": 2}]})
-        assert [x["error_code"] for x in r["results"]] == [NONE, INVALID_UPDATE_VERSION]
+        assert (r["error_code"], r["results"]) == (INVALID_UPDATE_VERSION, [])
         r = w.request(ApiKey.UPDATE_FEATURES, 2, {"feature_updates": [
             {"feature": "metadata.version", "max_version_level": 25}]})
         assert r["error_code"] == INVALID_UPDATE_VERSION and r["error_message"]
@@ -224,7 +229,10 @@ def test_the_cluster_apis_answer_as_a_kafka_4_1_broker_configured_as_kafkalite_i
             "error_code"] == BROKER_ID_NOT_REGISTERED
         assert w.request(ApiKey.UNREGISTER_BROKER, 0, {"broker_id": 0})[
             "error_code"] == INVALID_REQUEST
-        r = w.request(ApiKey.ADD_RAFT_VOTER, 0, {"voter_id": 7, "listeners": []})
+        listener = next(iter(server.info["kafka_listeners"]))
+        r = w.request(ApiKey.ADD_RAFT_VOTER, 0, {
+            "voter_id": 7, "voter_directory_id": uuid.uuid4(),
+            "listeners": [{"name": listener, "host": "localhost", "port": 9093}]})
         assert r["error_code"] == UNSUPPORTED_VERSION and "kraft.version" in r["error_message"]
         r = w.request(ApiKey.REMOVE_RAFT_VOTER, 0, {"cluster_id": "another", "voter_id": 7})
         assert r["error_code"] == INCONSISTENT_CLUSTER_ID
@@ -284,3 +292,70 @@ def test_a_broker_answers_every_version_it_advertises(server):
             finally:
                 w.close()
     assert not closed
+
+
+class _Reader:
+    """Reads a flexible response the way Kafka 4.1's generated code does."""
+
+    def __init__(self, frame: bytes):
+        self.buf, self.pos = frame, 0
+
+    def take(self, n: int) -> bytes:
+        out = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def int(self, n: int) -> int:
+        return int.from_bytes(self.take(n), "big", signed=True)
+
+    def varint(self) -> int:
+        value = shift = 0
+        while True:
+            b = self.take(1)[0]
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return value
+
+    def string(self) -> str | None:           # compact, nullable: length + 1, 0 null
+        n = self.varint()
+        return None if n == 0 else self.take(n - 1).decode()
+
+    def header(self) -> int:
+        correlation = self.int(4)
+        assert self.varint() == 0                 # no tagged fields
+        return correlation
+
+
+def test_share_offsets_and_state_answers_have_kafka_4_1s_layout(server, topic_name, group_name):
+    """Read as Kafka 4.1's specs lay them out: AlterShareGroupOffsetsResponse
+    has a top-level ErrorCode and ErrorMessage after ThrottleTimeMs (kafkalite
+    sent Kafka 4.0's layout, without them: a 4.1 admin client took the array
+    length for an error code), and ReadShareGroupStateSummaryResponse a
+    LeaderEpoch between StateEpoch and StartOffset (KAFKA-19218)."""
+    create(server, topic_name)
+    w = wire(server)
+    try:
+        w.send_frame(encode_request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 1, "c", {
+            "group_id": group_name, "topics": [{"topic_name": topic_name, "partitions": [
+                {"partition_index": 0, "start_offset": 0}]}]}))
+        r = _Reader(w.recv_frame())
+        assert r.header() == 1 and r.int(4) == 0               # throttle_time_ms
+        assert (r.int(2), r.string()) == (NONE, None)           # error_code, error_message
+        assert r.varint() - 1 == 1 and r.string() == topic_name  # one topic, its name
+        [tid] = w.request(ApiKey.METADATA, 13, {"topics": [{"topic_id": uuid.UUID(int=0),
+                                                            "name": topic_name}]})["topics"]
+        w.send_frame(encode_request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 2, "c", {
+            "group_id": group_name, "topics": [{"topic_id": tid["topic_id"], "partitions": [
+                {"partition": 0, "leader_epoch": 0}]}]}))
+        frame = w.recv_frame()
+        r = _Reader(frame)
+        assert r.header() == 2 and r.varint() - 1 == 1          # one result
+        assert uuid.UUID(bytes=r.take(16)) == tid["topic_id"] and r.varint() - 1 == 1
+        assert r.int(4) == 0                                     # partition
+        assert (r.int(2), r.string()) == (NONE, None)
+        state_epoch, leader_epoch, start_offset = r.int(4), r.int(4), r.int(8)
+        assert (state_epoch, start_offset) == (1, 0) and leader_epoch >= -1
+        assert [r.varint(), r.varint(), r.varint()] == [0, 0, 0] and r.pos == len(frame)
+    finally:
+        w.close()

@@ -12,10 +12,12 @@ coordinator (server/share/share_coordinator.py) in ``__share_group_state``:
 - WriteShareGroupState (85): the state after acknowledgements, releases and
   expired locks, before the members are answered;
 - DeleteShareGroupState (86): the share group was deleted;
-- ReadShareGroupStateSummary (87): the start offset alone
-  (DescribeShareGroupOffsets).
+- ReadShareGroupStateSummary (87): the start offset and the epochs, no
+  batches (DescribeShareGroupOffsets).
 
-Version 0 of each, as Kafka 4.0 defines them. State batches are ranges of
+Version 0 of each, as Kafka 4.1 defines them (4.0's
+ReadShareGroupStateSummary answered no leader epoch: KAFKA-19218 added it
+to v0 before 4.1 made it stable). State batches are ranges of
 offsets in one delivery state (0 available, 2 acknowledged, 4 archived)
 with their delivery count.
 """
@@ -82,5 +84,5 @@ DeleteShareGroupStateResponse = _response(ApiKey.DELETE_SHARE_GROUP_STATE)
 
 ReadShareGroupStateSummaryRequest = _request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
                                              [_LEADER_EPOCH])
-ReadShareGroupStateSummaryResponse = _response(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
-                                               _EPOCH_AND_START)
+ReadShareGroupStateSummaryResponse = _response(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, [
+    Field("state_epoch", "int32"), _LEADER_EPOCH, Field("start_offset", "int64")])

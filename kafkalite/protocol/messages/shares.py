@@ -130,7 +130,7 @@ ShareFetchResponse = Response(ApiKey.SHARE_FETCH, "0-1", flexible="0+", fields=[
             Field("acknowledge_error_code", "int16"),
             Field("acknowledge_error_message", "string", nullable="0+"),
             _CURRENT_LEADER,
-            Field("records", "records", nullable="0+"),
+            Field("records", "records", nullable="0"),      # v1: never null (KAFKA-18889)
             Array("acquired_records", fields=[
                 Field("first_offset", "int64"),
                 Field("last_offset", "int64"),
@@ -242,6 +242,8 @@ AlterShareGroupOffsetsRequest = Request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "0",
 AlterShareGroupOffsetsResponse = Response(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "0",
                                           flexible="0+", fields=[
     Field("throttle_time_ms", "int32"),
+    Field("error_code", "int16"),
+    Field("error_message", "string", nullable="0+"),
     Array("responses", fields=[
         Field("topic_name", "string"),
         Field("topic_id", "uuid"),

@@ -65,6 +65,8 @@ GROUP_DENIED = errors.GroupAuthorizationFailedError.code
 CLUSTER_DENIED = errors.ClusterAuthorizationFailedError.code
 TXN_DENIED = errors.TransactionalIdAuthorizationFailedError.code
 NOT_ATTEMPTED = errors.OperationNotAttemptedError.code
+TOKEN_DENIED = errors.DelegationTokenAuthorizationFailedError.code
+TOKEN_NOT_ALLOWED = errors.DelegationTokenRequestNotAllowedError.code
 
 
 class RequestGate:
@@ -196,8 +198,9 @@ def _produce(r: _Request, body: dict) -> None:
         denied, code = body["topic_data"], TXN_DENIED
         body["topic_data"] = []
     else:
-        denied, code = r.split(body, "topic_data", lambda t: r.may(Op.WRITE, Res.TOPIC, t)), \
-            TOPIC_DENIED
+        # an unknown id is the handler's UNKNOWN_TOPIC_ID, answered before the authorizer
+        denied, code = r.split(body, "topic_data", lambda t: t == "" and r.ctx.api_version >= 13
+                               or r.may(Op.WRITE, Res.TOPIC, t)), TOPIC_DENIED
     r.add_to("responses", _partitions_with(code, denied, "name", "partition_data", "index",
                                            "name", "partition_responses", "index",
                                            base_offset=-1, log_append_time_ms=-1,
@@ -281,10 +284,13 @@ def _metadata(r: _Request, body: dict) -> None:
     asked = None if any(t.get("name") is None for t in topics) else {t["name"] for t in kept}
 
     def finish(resp: dict) -> None:
-        out = [t for t in resp.get("topics") or ()
-               if (asked is None or t.get("name") in asked)      # v0: [] would be every topic
-               and (t.get("name") is None or t.get("error_code")
-                    or r.may(Op.DESCRIBE, Res.TOPIC, t["name"]))]
+        # by its id and not describable: denied by id ("not considered sensitive", Kafka)
+        out = [t if t.get("name") is None or t.get("error_code")
+               or r.may(Op.DESCRIBE, Res.TOPIC, t["name"]) else
+               {"error_code": TOPIC_DENIED, "name": None, "topic_id": t.get("topic_id"),
+                "is_internal": False, "partitions": []}
+               for t in resp.get("topics") or ()
+               if asked is None or t.get("name") in asked]       # v0: [] would be every topic
         out.extend({"error_code": TOPIC_DENIED, "name": n, "is_internal": False,
                     "partitions": []} for n in denied)
         resp["topics"] = out
@@ -354,6 +360,22 @@ def _cluster(op: Op):
     def check(r: _Request, body: dict) -> None:
         r.require_cluster(op)
     return check
+
+
+def _describe_log_dirs(r: _Request, body: dict) -> dict | None:
+    # denied: no log dirs, and the error (in the response from v3)
+    return None if r.may_cluster(Op.DESCRIBE) else {
+        "throttle_time_ms": 0, "error_code": CLUSTER_DENIED, "results": []}
+
+
+def _create_delegation_token(r: _Request, body: dict) -> None:
+    """A token for another owner needs CreateTokens on that user (Kafka's
+    handleCreateTokenRequest), yielding to cluster_admin's REQUEST_NOT_ALLOWED."""
+    owner = f"{body.get('owner_principal_type')}:{body.get('owner_principal_name')}"
+    if body.get("owner_principal_name") and owner != r.principal \
+            and not r.may(Op.CREATE_TOKENS, Res.USER, owner):
+        r.amend(lambda resp: resp.__setitem__("error_code", TOKEN_DENIED) if
+                resp["error_code"] != TOKEN_NOT_ALLOWED else None)
 
 
 def _alter_replica_log_dirs(r: _Request, body: dict) -> dict | None:
@@ -787,12 +809,9 @@ def _alter_client_quotas(r: _Request, body: dict) -> None:
         body["entries"] = []
 
 
-# The APIs that ask the authorizer nothing, as in Kafka's KafkaApis: each is
-# answered before (or as) the client authenticates, by the Kafka listener
-# or the dispatcher, and never reaches RequestGate.check. Every other API
-# the server advertises has its check in _CHECKS (DescribeCluster's checks
-# nothing but fills in its authorized operations when asked); an API in
-# neither is denied (RequestGate.check).
+# The APIs that ask the authorizer nothing, as in Kafka's KafkaApis: answered
+# before (or as) the client authenticates, they never reach RequestGate.check.
+# Every other API has its check in _CHECKS; an API in neither is denied.
 _NO_CHECK = frozenset({
     ApiKey.API_VERSIONS,          # what a client asks first, before it logs in
     ApiKey.SASL_HANDSHAKE,        # logging in itself
@@ -813,11 +832,8 @@ _CHECKS = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: _alter_share_group_offsets,
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: _delete_share_group_offsets,
-    # Kafka's: CreateTokens is the owner's own (a token for another user
-    # needs it on that user), Describe/Renew/Expire act on one's tokens:
-    # answered DELEGATION_TOKEN_AUTH_DISABLED (cluster_admin.py) to everyone
-    ApiKey.CREATE_DELEGATION_TOKEN: lambda r, body: None,
-    ApiKey.RENEW_DELEGATION_TOKEN: lambda r, body: None,
+    ApiKey.CREATE_DELEGATION_TOKEN: _create_delegation_token,
+    ApiKey.RENEW_DELEGATION_TOKEN: lambda r, body: None,      # one's own tokens: no ACL
     ApiKey.EXPIRE_DELEGATION_TOKEN: lambda r, body: None,
     ApiKey.DESCRIBE_DELEGATION_TOKEN: lambda r, body: None,
     ApiKey.UPDATE_FEATURES: _cluster(Op.ALTER),
@@ -835,7 +851,7 @@ _CHECKS = {
     ApiKey.ELECT_LEADERS: _elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(Op.ALTER),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(Op.DESCRIBE),
-    ApiKey.DESCRIBE_LOG_DIRS: _cluster(Op.DESCRIBE),
+    ApiKey.DESCRIBE_LOG_DIRS: _describe_log_dirs,
     ApiKey.ALTER_REPLICA_LOG_DIRS: _alter_replica_log_dirs,
     ApiKey.DESCRIBE_QUORUM: _cluster(Op.DESCRIBE),
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,

@@ -72,6 +72,7 @@ from kafkalite.server.controller.replication_control import BrokerChannel, Repli
 from kafkalite.server.controller.topic_control import (TopicControl, failed_partitions,
                                                        open_error)
 from kafkalite.server.internal_topic import partition_for
+from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.network.per_partition import (each_partition, name_produce_topics,
                                                     produce_topic_id, produce_topic_name)
 from kafkalite.server.network.requests import NO_RESPONSE, Listener, RequestContext
@@ -89,6 +90,7 @@ METADATA_LOG = ("__cluster_metadata", 0)
 # The controller's epoch on one host, where no lease is ever handed over
 # (with --cluster it is the lease's epoch, which every takeover bumps).
 SINGLE_HOST_CONTROLLER_EPOCH = 1
+_NO_ID = uuid.UUID(int=0)         # a Metadata topic named by its name alone
 
 
 def _managed(manager: str, name: str, doc: str) -> property:
@@ -120,7 +122,8 @@ class Controller:
         self.cluster_admin = ClusterAdmin(
             lambda: metadata.cluster_id, lambda: list(metadata.topics),
             lambda: [b.broker_id for b in self.cluster_control.brokers],
-            lambda: list(self.metadata.group_configs))
+            lambda: list(self.metadata.group_configs),
+            {spec.name: spec.protocol for spec in kafka_listeners(config)})
 
     brokers = _managed("cluster_control", "brokers", "the BrokerRegistrations, by id")
     racks = _managed("cluster_control", "racks", "broker id -> rack (its node, in a cluster)")
@@ -354,6 +357,14 @@ class Controller:
         if requested is None or (ctx.api_version == 0 and not requested):
             return self._metadata_body(sorted(self.metadata.topics), ctx.listener,
                                        listener_name=ctx.listener_name)
+        if ctx.api_version < 12 and any(t.get("name") is None
+                                        or t.get("topic_id", _NO_ID) != _NO_ID for t in requested):
+            # Kafka's handleTopicMetadataRequest: "Topic IDs are not supported in
+            # requests for version" 10 and 11, every topic answered INVALID_REQUEST
+            return {**self._metadata_body([], ctx.listener, listener_name=ctx.listener_name),
+                    "topics": [{"error_code": errors.InvalidRequestError.code,
+                                "name": t.get("name") or "", "topic_id": t.get("topic_id", _NO_ID),
+                                "is_internal": False, "partitions": []} for t in requested]}
         names = [t["name"] for t in requested if t.get("name") is not None]
         unknown_ids = []
         if any(t.get("name") is None for t in requested):

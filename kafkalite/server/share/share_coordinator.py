@@ -277,8 +277,9 @@ class ShareCoordinator:
             state = self.states.get(key)
             if state is None:
                 return None
-            return {"state_epoch": state.state_epoch, "start_offset": state.start_offset}
-        return self._each(body, apply, {"state_epoch": 0, "start_offset": -1})
+            return {"state_epoch": state.state_epoch, "leader_epoch": state.leader_epoch,
+                    "start_offset": state.start_offset}
+        return self._each(body, apply, {"state_epoch": 0, "leader_epoch": -1, "start_offset": -1})
 
     # ---- for the group coordinator (share_group.py) ---------------------------------------
 

@@ -396,9 +396,15 @@ class ShareGroupCoordinator:
         """DeleteShareGroupOffsets (Kafka 4.1): forget the group's state of
         whole topics, only while it has no members; a topic it holds no
         state of is UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers one it
-        never initialized."""
+        never initialized. As Kafka's GroupCoordinatorService, the empty
+        id is INVALID_GROUP_ID and no topics nothing to do, before the
+        group is looked up."""
         gid = body["group_id"]
-        err = self._kind_error(gid)
+        if not body["topics"] and gid:
+            return {"throttle_time_ms": 0, "error_code": NONE, "error_message": None,
+                    "responses": []}
+        err = errors.InvalidGroupIdError("The group id can't be empty.") if not gid \
+            else self._kind_error(gid)
         sg = self.groups.get(gid)
         if err is None and sg is None and gid not in (self.state.groups() if self.state else ()):
             err = errors.GroupIdNotFoundError(f"Group {gid} not found.")
