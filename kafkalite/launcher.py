@@ -36,6 +36,27 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def default_worker_count() -> int:
+    """The partition workers a server starts when it is not told a number
+    (``workers = 0``): one per two of the cores this process may run on,
+    at least one. A kafkalite node shares its host with its clients
+    (single-host-first), and each worker is a broker of its own: the more
+    workers, the more requests and connections each client needs for the
+    same records (a producer's batches to partitions of two workers go as
+    two requests, a consumer fetches from each) and the more per-request
+    work the node does. On 2 cores, 100 partitions at 20,000 msg/s from
+    confluent-kafka's clients, two workers took 0.92-0.97 of a core (47 us
+    of server CPU a message) and the clients 51 us a message, one worker
+    0.53-0.56 of a core (27-28 us) and the clients 35-37 us
+    (docs/performance.md, 2026-11-29). A server that has the host to itself
+    sets ``workers`` to its cores."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, cores // 2)
+
+
 def package_env(**extra) -> dict:
     """The environment with this kafkalite importable (even uninstalled)."""
     env = dict(os.environ)
@@ -46,7 +67,8 @@ def package_env(**extra) -> dict:
 
 
 class ServerProcess:
-    def __init__(self, data_dir: str, workers: int = 2, extra_args=(), log_path: str | None = None,
+    def __init__(self, data_dir: str, workers: int | None = 2, extra_args=(),
+                 log_path: str | None = None,
                  program=None, group_initial_rebalance_delay_ms: int | None = 0):
         """``group_initial_rebalance_delay_ms``: 0 unless given, as Kafka's
         test brokers set it, so that a test's group does not wait Kafka's
@@ -86,7 +108,9 @@ class ServerProcess:
              "--port", "0", "--ingest-port", "0", "--worker-base-port", "0",
              "--kafka-port", "0", "--kafka-worker-base-port", "0", "--metrics-port", "0",
              "--schema-registry-port", "0", "--rest-proxy-port", "0", "--iceberg-rest-port", "0",
-             "--workers", str(self.workers), *self.extra_args],
+             # None: the server's own default (default_worker_count)
+             *(["--workers", str(self.workers)] if self.workers is not None else []),
+             *self.extra_args],
             env=package_env(), stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while not os.path.exists(path):

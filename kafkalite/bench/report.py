@@ -41,6 +41,8 @@ def workload_settings(w) -> dict:
     d = dataclasses.asdict(w)
     d.pop("payload", None)
     d["producers"], d["consumers"], d["slug"] = w.producers, w.consumers, w.slug
+    # what the server ran: the workload's count, or the server's default on this machine
+    d["kafkalite_workers_started"] = w.workers_started
     return d
 
 
@@ -194,7 +196,7 @@ def pacing_text(w: dict) -> str:
 def kafkalite_workers(w: dict) -> int:
     """The partition workers of the kafkalite drivers' server (results of
     before kafkaliteWorkers have none: the bench always started 2 then)."""
-    return w.get("kafkalite_workers") or 2
+    return w.get("kafkalite_workers_started") or w.get("kafkalite_workers") or 2
 
 
 def workers_phrase(n: int) -> str:

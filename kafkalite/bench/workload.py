@@ -46,13 +46,15 @@ kafkalite's own additions (OMB puts such things in driver files):
                              For workloads whose paced producers would otherwise
                              take the cores the system under test needs (four or
                              more on 2 cores); it needs producerRate > 0
-    kafkaliteWorkers         int >= 1 (default 2): partition worker processes of the
-                             server the kafkalite drivers start (kafkalite-zmq, -shm,
-                             -tcp, -records, and -kafka/-kafka-tuned through its Kafka
+    kafkaliteWorkers         int >= 1 (default: the server's own default, one per two
+                             cores): partition worker processes of the server the
+                             kafkalite drivers start (kafkalite-zmq, -shm, -tcp,
+                             -records, and -kafka/-kafka-tuned through its Kafka
                              listener). Each worker is a broker of its own: a client
                              writing to partitions on two workers sends each tick's
                              records in two requests, not one, and waits for two
-                             answers (see benchmarks/workloads/100p-4-producers.yaml)
+                             answers (launcher.default_worker_count says why the
+                             default is what it is)
     targets                  optional mapping: driver name -> {publish_rate,
                              consume_rate (msg/s, at least), e2e_p99_ms (at most)};
                              the report says for each whether it was met. Targets are
@@ -67,6 +69,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+
+from kafkalite.launcher import default_worker_count
 
 KEY_DISTRIBUTORS = ("NO_KEY", "KEY_ROUND_ROBIN", "RANDOM_NANO")
 STAMP_BYTES = 8     # every value starts with its intended send time (time.time_ns, int64 LE)
@@ -95,7 +99,7 @@ class Workload:
     consumers_per_subscription: int = 1
     producer_rate: float = 0.0
     producer_pacing_ms: float = 0.0
-    kafkalite_workers: int = 2
+    kafkalite_workers: int | None = None    # None: the server's own default
     test_seconds: float = 60.0
     warmup_seconds: float = 0.0
     backlog_gb: float = 0.0
@@ -155,7 +159,14 @@ class Workload:
         return (f"{self.topics} topic(s) x {self.partitions_per_topic} partition(s), "
                 f"{self.message_size} B messages, {self.key_distributor}, "
                 f"{self.producers} producer(s), {self.consumers} consumer(s), {rate}, {phases}, "
-                f"kafkalite's server with {self.kafkalite_workers} worker(s)")
+                f"kafkalite's server with {self.workers_started} worker(s)"
+                + ("" if self.kafkalite_workers else " (its default)"))
+
+    @property
+    def workers_started(self) -> int:
+        """The workers the kafkalite drivers' server runs: the workload's,
+        or the server's own default on this machine."""
+        return self.kafkalite_workers or default_worker_count()
 
 
 def _int(path, data, field, default, minimum):
@@ -240,7 +251,8 @@ def parse(data, path: str = "<workload>", known_drivers=None) -> Workload:
         if w.producer_pacing_ms and w.max_rate:
             raise WorkloadError(path, "producerPacingMs", "paces a fixed rate: needs "
                                                           "producerRate > 0 (0 is a closed loop)")
-    w.kafkalite_workers = _int(path, data, "kafkaliteWorkers", 2, 1)
+    w.kafkalite_workers = (_int(path, data, "kafkaliteWorkers", 1, 1)
+                           if "kafkaliteWorkers" in data else None)
     w.test_seconds = _seconds(path, data, "testDuration", 60.0, strict=True)
     w.warmup_seconds = _seconds(path, data, "warmupDuration", 0.0, strict=False)
     if "consumerBacklogSizeGB" in data:

@@ -18,7 +18,7 @@ import argparse
 HELP = "run a broker (supervisor + partition workers)"
 DESCRIPTION = ("Run a kafkalite broker until SIGTERM or Ctrl-C. With no options: data in "
                "./kafkalite-data, native protocol on 127.0.0.1:7092, ingest on 7091, workers on "
-               "7100+, Prometheus metrics and health on 9404, one worker per core. Flags "
+               "7100+, Prometheus metrics and health on 9404, one worker per two cores. Flags "
                "override --config (TOML).")
 
 
@@ -29,7 +29,7 @@ def add_arguments(server: argparse.ArgumentParser) -> None:
     server.add_argument("--data-dir", help="where topics and metadata live (default ./kafkalite-data)")
     server.add_argument("--host", help="interface to bind (default 127.0.0.1)")
     server.add_argument("--advertised-host", help="host clients are told to connect to")
-    server.add_argument("--workers", type=int, help="partition worker processes (0: one per core)")
+    server.add_argument("--workers", type=int, help="partition worker processes (0: one per two cores, at least one)")
     server.add_argument("--port", type=int, help="native protocol port (0: any free port)")
     server.add_argument("--ingest-port", type=int, help="plain ZeroMQ ingest port (0: any; -1: off)")
     server.add_argument("--worker-base-port", type=int, help="worker i listens on this + i (0: any)")

@@ -31,6 +31,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 from kafkalite import local_socket
+from kafkalite.launcher import default_worker_count
 from kafkalite.errors import InvalidConfigurationError
 from kafkalite.server.auth import security
 from kafkalite.storage.config import LogConfig
@@ -104,7 +105,9 @@ SETTINGS: dict[str, Setting] = {
                     "`advertised_host` is set.", (), "the host of `listeners`"),
     "advertised_host": Setting("Host clients are told to connect to (\"\": `host`).", (),
                                "the host of `advertised.listeners`"),
-    "workers": Setting("Partition worker processes (each a Kafka broker); 0: one per core."),
+    "workers": Setting("Partition worker processes (each a Kafka broker); 0: one per two "
+                       "cores, at least one (the node shares the host with its clients; "
+                       "docs/performance.md)."),
     "port": Setting("Native protocol (metadata and admin), a ZeroMQ ROUTER; 0: any free port."),
     "ingest_port": Setting("Plain ZeroMQ ingest gateway (PULL); 0: any free port; -1: off."),
     "worker_base_port": Setting("Worker *i*'s native ROUTER listens on this + *i*; "
@@ -496,7 +499,7 @@ class ServerConfig:
                 f"{', '.join(MIGRATION_POLICIES)}, not "
                 f"{self.group_consumer_migration_policy!r}")
         if not isinstance(self.workers, int) or self.workers < 0:
-            raise InvalidConfigurationError(f"workers must be 0 (one per core) or more, not {self.workers!r}")
+            raise InvalidConfigurationError(f"workers must be 0 (one per two cores) or more, not {self.workers!r}")
         if not isinstance(self.default_partitions, int) or self.default_partitions < 1:
             raise InvalidConfigurationError(
                 f"default_partitions must be at least 1, not {self.default_partitions!r}")
@@ -636,7 +639,7 @@ class ServerConfig:
 
     @property
     def worker_count(self) -> int:
-        return self.workers or max(1, os.cpu_count() or 1)
+        return self.workers or default_worker_count()
 
     @property
     def metrics_enabled(self) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kafkalite.bench import report
+from kafkalite.launcher import default_worker_count
 from kafkalite.bench.measure import pyplot
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,18 +128,25 @@ def test_the_report_and_the_headline_say_how_many_workers_the_server_ran(tmp_pat
     from kafkalite.bench.workload import parse
     base = {"messageSize": 64, "producerRate": 1000}
     one = parse({**base, "name": "one", "kafkaliteWorkers": 1}, "one.yaml")
-    two = parse({**base, "name": "two"}, "two.yaml")
-    doc = report.document([(one, [], []), (two, [], [])], {"logical_cores": 2}, 0.0)
+    two = parse({**base, "name": "two", "kafkaliteWorkers": 2}, "two.yaml")
+    default = parse({**base, "name": "default"}, "default.yaml")
+    doc = report.document([(one, [], []), (two, [], []), (default, [], [])],
+                          {"logical_cores": 2}, 0.0)
     report.write(str(tmp_path), doc)
     md = (tmp_path / "results.md").read_text()
     sections = {s.split("\n", 1)[0]: s for s in md.split("\n## ")[1:]}
     assert "kafkalite's server with 1 partition worker." in sections["one"]
     assert "kafkalite's server with 2 partition workers." in sections["two"]
+    # unset: what the server's own default started on this machine
+    n = default_worker_count()
+    assert f"kafkalite's server with {report.workers_phrase(n)}." in sections["default"]
     entries = json.loads((tmp_path / "results.json").read_text())["workloads"]
-    assert headline.workers_text(entries) == ("kafkalite's server ran 1 partition worker for "
-                                              "'one'; 2 partition workers for 'two'")
-    assert headline.workers_text(entries[1:]) == "kafkalite's server ran 2 partition workers"
-    del entries[0]["workload"]["kafkalite_workers"]       # a results.json of before the field
+    assert headline.workers_text(entries[:2]) == ("kafkalite's server ran 1 partition worker "
+                                                  "for 'one'; 2 partition workers for 'two'")
+    assert headline.workers_text(entries[1:2]) == "kafkalite's server ran 2 partition workers"
+    # a results.json of before the fields: the bench always started 2 then
+    for field in ("kafkalite_workers", "kafkalite_workers_started"):
+        del entries[0]["workload"][field]
     assert report.workers_text(entries[0]["workload"]) == \
         "kafkalite's server with 2 partition workers"
 

@@ -18,6 +18,7 @@ import pytest
 from harness import processes_with, run_cli, wait_until
 from kafkalite.bench import DRIVER_NAMES, WorkloadError, load_workload
 from kafkalite.bench.drivers import driver_class
+from kafkalite.launcher import default_worker_count
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -190,27 +191,31 @@ def test_producer_pacing_is_read_and_checked(tmp_path):
 def test_kafkalite_workers_is_read_and_checked(tmp_path):
     path = tmp_path / "workers.yaml"
     path.write_text(TINY)
-    assert load_workload(str(path)).kafkalite_workers == 2     # the bench's count before it
-    path.write_text(TINY + "kafkaliteWorkers: 1\n")
+    # unset: the server's own default (issue 72: a benchmark-only count does not count)
     w = load_workload(str(path))
-    assert w.kafkalite_workers == 1 and "kafkalite's server with 1 worker(s)" in w.describe()
+    assert w.kafkalite_workers is None and w.workers_started == default_worker_count()
+    assert f"with {default_worker_count()} worker(s) (its default)" in w.describe()
+    path.write_text(TINY + "kafkaliteWorkers: 3\n")
+    w = load_workload(str(path))
+    assert w.kafkalite_workers == 3 and "kafkalite's server with 3 worker(s)" in w.describe()
     _refused(path, TINY + "kafkaliteWorkers: 0\n", "kafkaliteWorkers", "must be >= 1")
     _refused(path, TINY + "kafkaliteWorkers: two\n", "kafkaliteWorkers", "must be an integer")
-    # the 100-partition workload runs one worker (its file says why); the others two
-    assert _shipped("kafkalite_workers") == {"100p-4-producers.yaml": 1, "16p-1kb-50k.yaml": 2,
-                                             "latency-10k-1kb.yaml": 2}
+    # every shipped workload runs the server's default
+    assert set(_shipped("kafkalite_workers").values()) == {None}
 
 
-@pytest.mark.parametrize("workers", [1, 3])
+@pytest.mark.parametrize("workers", [None, 3])
 def test_the_kafkalite_drivers_server_runs_the_workloads_workers(tmp_path, workers):
+    """A workload's count, or (unset) the server's own default."""
     from kafkalite.bench.drivers.kafkalite_zmq import KafkaliteServer
     path = tmp_path / "workers.yaml"
-    path.write_text(TINY + f"kafkaliteWorkers: {workers}\n")
+    path.write_text(TINY + (f"kafkaliteWorkers: {workers}\n" if workers else ""))
+    expected = workers or default_worker_count()
     server = KafkaliteServer()
     try:
         endpoint = server.start(load_workload(str(path)), ["t"], str(tmp_path))
-        assert len(endpoint["info"]["kafka_brokers"]) == workers
-        assert len(server.server.worker_pids()) == workers
+        assert len(endpoint["info"]["kafka_brokers"]) == expected
+        assert len(server.server.worker_pids()) == expected
     finally:
         server.stop()
 

@@ -1,8 +1,9 @@
 """kafkalite over its native protocol on ZeroMQ (``kafkalite.transport: zmq``).
 
 The parent starts a server with kafkalite.launcher.ServerProcess
-(supervisor + the workload's kafkaliteWorkers partition workers, 2 by
-default; free loopback ports; data in the run's temporary directory) and
+(supervisor + the workload's kafkaliteWorkers partition workers, the
+server's own default when unset; free loopback ports; data in the run's
+temporary directory) and
 creates the topics with the AdminClient. Producers use
 ``Producer.produce_batch`` with the values as rows of one array (one
 Cython-encoded RecordBatch per call, no Python object per value,
