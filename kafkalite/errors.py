@@ -125,6 +125,8 @@ _ERRORS = [
     ("UnacceptableCredentialError", 93, "UNACCEPTABLE_CREDENTIAL", False),
     ("UnknownTopicIdError", 100, "UNKNOWN_TOPIC_ID", True),
     ("InconsistentTopicIdError", 103, "INCONSISTENT_TOPIC_ID", True),
+    # an incremental fetch naming topics otherwise than its session does (KIP-516)
+    ("FetchSessionTopicIdError", 106, "FETCH_SESSION_TOPIC_ID_ERROR", True),
     # a follower's fetch below a tiered leader's local log start (KIP-405)
     ("OffsetMovedToTieredStorageError", 109, "OFFSET_MOVED_TO_TIERED_STORAGE", False),
     ("FencedMemberEpochError", 110, "FENCED_MEMBER_EPOCH", False),
