@@ -15,10 +15,10 @@ rather than a purgatory key per partition per fetch.
 A partition is *idle* for a fetch when the table says this broker leads
 it, the fetch's current_leader_epoch is unset (< 0) or the leader's, and
 its fetch offset is the high watermark (read_uncommitted) or the last
-stable offset (read_committed), and not below the log start offset. The replica manager would answer it with
-no error, no records, those three offsets, no preferred read replica and
-no aborted transactions ([] for read_committed, null otherwise); so does
-the plan, inline (produce_fetch.pyx's FetchedPartitions), without a
+stable offset (read_committed), and not below the log start offset.
+The replica manager would answer it with no error, no records, those
+three offsets, no preferred read replica and no aborted transactions ([]
+for read_committed, null otherwise); so does the plan, inline (produce_fetch.pyx's FetchedPartitions), without a
 Python object. Everything else -- data to read, an error, a follower's
 fetch, a request the twin decoder left to the generated code -- goes to
 the replica manager's Python read, in request order.
@@ -38,6 +38,7 @@ event-loop thread. Nothing here is thread-safe.
 cimport cython
 from libc.stdint cimport int8_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, realloc
+from cpython.object cimport PyObject
 from libc.string cimport memmove, memset
 
 from kafkalite._ext.produce_fetch cimport (FetchedEntry, FetchedPartitions, FetchPartitionEntry,
@@ -305,6 +306,7 @@ cdef class FetchPlan:
     cdef readonly list slow_topics
     cdef readonly Watches watches
     cdef readonly Py_ssize_t inline_count
+    cdef readonly Py_ssize_t idle_count   # == inline_count: every idle partition is inline
 
     def merge(self, list answered) -> list:
         cdef list out = []
@@ -374,6 +376,7 @@ def plan_full_fetch(LeaderStates table, list topics, list names, bint read_commi
         if fpl.size > len(slow):
             plan.watches.add_inline_of(ts, fp, fpl.size - len(slow))
         plan.inline_count += fpl.size - len(slow)
+        plan.idle_count = plan.inline_count
         plan.fetched.append(fp)
         if slow:
             copy = dict(topic)
@@ -727,50 +730,58 @@ cdef class SessionPartitions:
         cdef SessionEntry* s
         cdef FetchPartitionEntry* e
         cdef LeaderState* st
-        cdef TopicStates ts
         cdef int32_t t, last_slow = -1
         cdef list states = [None] * n_topics
-        cdef list watch_index = [-1] * n_topics
         cdef list slow_parts = None
-        cdef dict fake
+        # per topic, as C: its mode and its states (borrowed: ``states`` holds them)
+        cdef int8_t* mode = <int8_t*>calloc(n_topics + 1, sizeof(int8_t))
+        cdef PyObject** topic_states = <PyObject**>calloc(n_topics + 1, sizeof(PyObject*))
+        if mode == NULL or topic_states == NULL:
+            free(mode)
+            free(topic_states)
+            raise MemoryError()
         plan.session = self
         plan.names = names
+        plan.states = states
         plan.read_committed = read_committed
         plan.slow_topics = []
-        plan.watches = Watches()
-        if consumer:
+        try:
             for i in range(n_topics):
-                if names[i] is not None and modes[i] == 0:
+                mode[i] = modes[i]
+                if consumer and names[i] is not None and mode[i] == 0:
                     states[i] = table.topic(names[i])
-        for i in range(self.size):
-            s = &self.pool[self.order[i]]
-            t = s.topic
-            if modes[t] == 2:
-                continue
-            e = &s.request
-            ts = states[t]
-            st = idle_state(ts, e, read_committed) if ts is not None else NULL
-            if st != NULL:
-                if watch_index[t] < 0:
-                    watch_index[t] = plan.watches.index_of(ts)
-                plan.watches.add(watch_index[t], e.partition)
-                if (st.high_watermark != s.cached_high_watermark
-                        or st.log_start_offset != s.cached_log_start_offset):
-                    plan.add(self.order[i], ENTRY_CHANGED, st.high_watermark,
-                             st.last_stable_offset, st.log_start_offset)
-                continue
-            plan.add(self.order[i], ENTRY_SLOW, 0, 0, 0)
-            if t != last_slow:
-                slow_parts = []
-                plan.slow_topics.append({"topic": self.topic_names[t],
-                                         "topic_id": self.topic_ids[t],
-                                         "partitions": slow_parts})
-                last_slow = t
-            slow_parts.append({
-                "partition": e.partition, "current_leader_epoch": e.current_leader_epoch,
-                "fetch_offset": e.fetch_offset, "last_fetched_epoch": e.last_fetched_epoch,
-                "log_start_offset": e.log_start_offset,
-                "partition_max_bytes": e.partition_max_bytes})
+                    if states[i] is not None:
+                        topic_states[i] = <PyObject*>states[i]
+            for i in range(self.size):
+                s = &self.pool[self.order[i]]
+                t = s.topic
+                if mode[t] == 2:
+                    continue
+                e = &s.request
+                st = idle_state(<TopicStates>topic_states[t], e, read_committed) \
+                    if topic_states[t] != NULL else NULL
+                if st != NULL:
+                    plan.add_idle(self.order[i])
+                    if (st.high_watermark != s.cached_high_watermark
+                            or st.log_start_offset != s.cached_log_start_offset):
+                        plan.add(self.order[i], ENTRY_CHANGED, st.high_watermark,
+                                 st.last_stable_offset, st.log_start_offset)
+                    continue
+                plan.add(self.order[i], ENTRY_SLOW, 0, 0, 0)
+                if t != last_slow:
+                    slow_parts = []
+                    plan.slow_topics.append({"topic": self.topic_names[t],
+                                             "topic_id": self.topic_ids[t],
+                                             "partitions": slow_parts})
+                    last_slow = t
+                slow_parts.append({
+                    "partition": e.partition, "current_leader_epoch": e.current_leader_epoch,
+                    "fetch_offset": e.fetch_offset, "last_fetched_epoch": e.last_fetched_epoch,
+                    "log_start_offset": e.log_start_offset,
+                    "partition_max_bytes": e.partition_max_bytes})
+        finally:
+            free(mode)
+            free(topic_states)
         return plan
 
 
@@ -789,19 +800,59 @@ cdef class SessionPlan:
 
     cdef SessionPartitions session
     cdef list names
+    cdef list states                    # by topic index: TopicStates or None
     cdef bint read_committed
     cdef PlannedEntry* entries
     cdef Py_ssize_t size
     cdef Py_ssize_t cap
+    cdef int32_t* idle                  # the idle entries' ids, for a long poll's watches
+    cdef readonly Py_ssize_t idle_count
+    cdef Py_ssize_t idle_cap
     cdef readonly list slow_topics
-    cdef readonly Watches watches
+    cdef Watches _watches
 
     def __cinit__(self):
         self.entries = NULL
         self.size = self.cap = 0
+        self.idle = NULL
+        self.idle_count = self.idle_cap = 0
+        self._watches = None
 
     def __dealloc__(self):
         free(self.entries)
+        free(self.idle)
+
+    cdef int add_idle(self, int32_t entry_id) except -1:
+        cdef Py_ssize_t cap
+        cdef int32_t* grown
+        if self.idle_count == self.idle_cap:
+            cap = max(64, self.idle_cap * 2)
+            grown = <int32_t*>realloc(self.idle, cap * sizeof(int32_t))
+            if grown == NULL:
+                raise MemoryError()
+            self.idle, self.idle_cap = grown, cap
+        self.idle[self.idle_count] = entry_id
+        self.idle_count += 1
+        return 0
+
+    @property
+    def watches(self) -> Watches:
+        """The idle partitions, made when a long poll first asks (a fetch
+        answered at once never does)."""
+        cdef Watches w
+        cdef Py_ssize_t i
+        cdef SessionEntry* s
+        cdef list index
+        if self._watches is None:
+            w = Watches()
+            index = [-1] * len(self.states)
+            for i in range(self.idle_count):
+                s = &self.session.pool[self.idle[i]]
+                if index[s.topic] < 0:
+                    index[s.topic] = w.index_of(self.states[s.topic])
+                w.add(index[s.topic], s.request.partition)
+            self._watches = w
+        return self._watches
 
     cdef int add(self, int32_t entry_id, int32_t kind, int64_t hw, int64_t lso,
                  int64_t log_start) except -1:

@@ -4,9 +4,10 @@ Assigned partitions are fetched from the workers that lead them, one fetch
 in flight per worker, long-polling (``fetch.min.bytes`` /
 ``fetch.max.wait.ms``) so an idle consumer waits on the server rather than
 spinning; in an incremental fetch session with each worker (KIP-227,
-protocol/fetch_sessions.py), so a fetch names only the partitions whose position
-moved and its answer only those with something new. Fetched bytes are kept as they came (RecordBatch v2) and decoded
-only when asked for: ``poll``/``consume`` make the Messages of one batch
+protocol/fetch_sessions.py), so a fetch names only the partitions whose
+position moved and its answer only those with something new. Fetched
+bytes are kept as they came (RecordBatch v2) and decoded only when asked
+for: ``poll``/``consume`` make the Messages of one batch
 at a time in Cython (kafkalite._ext.messages.batch_messages);
 ``consume_batch`` decodes whole batches in Cython into one pyarrow
 RecordBatch (see arrow.py) with no Python object per record.

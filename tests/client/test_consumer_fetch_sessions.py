@@ -9,7 +9,8 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import scrape, wait_until
-from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer, TopicPartition
+from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
+                              TopicPartition)
 
 PARTITIONS = 12
 

@@ -128,8 +128,9 @@ class Cluster:
             end = rng.randint(part.high_watermark, part.log_end_offset)
             self.rm.update_follower_end(part, FOLLOWER, end, time.monotonic())
         elif what == "delete" and part.log.high_watermark > part.log.log_start_offset:
-            body = {"topics": [{"name": topic, "partitions": [{"partition_index": p, "offset": rng.randint(
-                part.log.log_start_offset, part.high_watermark)}]}], "timeout_ms": 0}
+            offset = rng.randint(part.log.log_start_offset, part.high_watermark)
+            body = {"topics": [{"name": topic, "partitions": [
+                {"partition_index": p, "offset": offset}]}], "timeout_ms": 0}
             self.broker.send(ApiKey.DELETE_RECORDS, 2, body)
         elif what == "epoch":
             self.lead(topic, p, self.epochs[key] + 1)
@@ -325,6 +326,7 @@ def test_an_idle_long_poll_expires_with_the_idle_answer(cluster):
     rm.expire()
     fast = cluster.broker.answers.pop(cid)
     rm.fetches.idle_in_c = False
-    slow = cluster.broker.answers.pop(cluster.broker.send(ApiKey.FETCH, 12, dict(body, max_wait_ms=0)))
+    cid = cluster.broker.send(ApiKey.FETCH, 12, dict(body, max_wait_ms=0))
+    slow = cluster.broker.answers.pop(cid)
     assert fast == slow
     assert rm.leader_states.watching == 0

@@ -330,3 +330,35 @@ def test_the_session_index_survives_many_adds_and_removes():
         assert len(sp) == len(present)
     assert sorted(p for _, p, _ in sp.partitions()) == sorted(present)
     assert all(o == p for _, p, o in sp.partitions())
+
+
+def test_a_sessions_partitions_are_authorized_at_every_fetch(broker):
+    """As Kafka's handleFetch: a session's partitions are checked against
+    the ACLs at every fetch, those the request does not name too; a topic
+    denied when the session opened stays in it, answered once allowed."""
+    from kafkalite.protocol.enums import AclOperation, AclPermissionType, PatternType, ResourceType
+    from kafkalite.server.auth.authorizer import AclBinding, Authorizer
+    from kafkalite.server.auth.request_authorization import RequestGate
+    read_t = AclBinding(ResourceType.TOPIC, "t", PatternType.LITERAL, "User:ANONYMOUS", "*",
+                        AclOperation.READ, AclPermissionType.ALLOW)
+    authorizer = Authorizer()
+    broker.dispatcher.gate = RequestGate(authorizer)
+    broker.dispatcher.check_native = True
+    denied = errors.TopicAuthorizationFailedError.code
+    # denied from the start: the gate answers, the session keeps the partitions
+    answer = ask(broker, fetch(0, 0, {p: 0 for p in range(6)}))
+    sid = answer["session_id"]
+    assert sid and {v[0] for v in listed(answer).values()} == {denied}
+    produce(broker, 2)
+    authorizer.replace([read_t])
+    got = listed(ask(broker, fetch(sid, 1, {})))
+    assert set(got) == set(range(6)) and {v[0] for v in got.values()} == {0}
+    assert got[2][3] > 0
+    # revoked: every partition of the session is refused, none named
+    authorizer.replace([])
+    produce(broker, 4)
+    got = listed(ask(broker, fetch(sid, 2, {})))
+    assert set(got) == set(range(6)) and all(v[0] == denied and v[3] == 0 for v in got.values())
+    authorizer.replace([read_t])
+    got = listed(ask(broker, fetch(sid, 3, {2: 2})))
+    assert got[4][0] == 0 and got[4][3] > 0

@@ -69,8 +69,7 @@ def test_a_follower_names_only_the_partitions_that_moved(replicas):
     first = fetches(peers)
     assert len(first) == 1 and first[0]["session_epoch"] == 0
     assert named(first[0]) == list(range(PARTITIONS))
-    session_id = leader.rm.fetches.sessions.sessions and next(iter(leader.rm.fetches.sessions.sessions))
-    assert session_id
+    [session_id] = leader.rm.fetches.sessions.sessions
     fetcher.tick(now=1e12)                  # every log end moved: all named again
     assert named(fetches(peers)[0]) == list(range(PARTITIONS))
     # caught up; records on two partitions only

@@ -101,7 +101,7 @@ class FetchRead:
 
     @property
     def watched(self) -> bool:
-        return bool(self.keys) or len(self.plan.watches) > 0
+        return bool(self.keys) or self.plan.idle_count > 0
 
 
 class FetchHandler:
