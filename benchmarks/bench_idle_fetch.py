@@ -42,6 +42,7 @@ import math
 import multiprocessing
 import os
 import resource
+import shutil
 import socket
 import statistics
 import struct
@@ -169,6 +170,7 @@ class InProcessWorker:
         self.sock.close()
         self.listener.close()
         self.rm.shutdown()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _shard_main(partitions: range, work_dir, conn) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -167,6 +168,30 @@ def table(curves: dict, counts: list[int]) -> str:
     return "\n".join(lines)
 
 
+def measure(args, counts: list[int], trees: dict, out_dir: str, work_dir: str) -> tuple:
+    """Each point on each tree, the trees taking turns: (curves, runs)."""
+    curves: dict = {name: {} for name in trees}
+    runs: dict = {name: {} for name in trees}
+    for count in counts:
+        workload = write_workload(out_dir, count, args)
+        rounds = common.alternating(list(trees), args.rounds, lambda name: run(
+            trees[name], workload, os.path.join(out_dir, f"{count}p-{name.replace(' ', '-')}"
+                                                f"-{time.monotonic_ns()}"), work_dir))
+        for name in trees:
+            results = [figures(r) for r in rounds.values[name]]
+            runs[name][count] = results
+            point = {}
+            for key in results[0]:
+                values = [r[key] for r in results if isinstance(r[key], (int, float))]
+                point[key] = sorted(values)[len(values) // 2] if values else results[0][key]
+            point["load_at_start"] = ", ".join(f"{la[0]:.1f}" for la in rounds.loads if la)
+            curves[name][count] = point
+            say(f"{name}, {count} partitions: " + ", ".join(
+                f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                for k, v in point.items()))
+    return curves, runs
+
+
 def main(argv=None) -> int:
     p = common.parser(__doc__)
     common.add_quick(p, "1 and 10 partitions, 2 s warm-up, 5 s measured")
@@ -189,25 +214,10 @@ def main(argv=None) -> int:
     counts = [int(n) for n in str(args.partitions).split(",")]
     out_dir, work_dir = make_dirs("partition-curve", args.output_dir, args.work_dir)
     trees = {"this tree": HERE, **({"before": os.path.abspath(args.before)} if args.before else {})}
-    curves: dict = {name: {} for name in trees}
-    runs: dict = {name: {} for name in trees}
-    for count in counts:
-        workload = write_workload(out_dir, count, args)
-        rounds = common.alternating(list(trees), args.rounds, lambda name: run(
-            trees[name], workload, os.path.join(out_dir, f"{count}p-{name.replace(' ', '-')}"
-                                                f"-{time.monotonic_ns()}"), work_dir))
-        for name in trees:
-            results = [figures(r) for r in rounds.values[name]]
-            runs[name][count] = results
-            point = {}
-            for key in results[0]:
-                values = [r[key] for r in results if isinstance(r[key], (int, float))]
-                point[key] = sorted(values)[len(values) // 2] if values else results[0][key]
-            point["load_at_start"] = ", ".join(f"{la[0]:.1f}" for la in rounds.loads if la)
-            curves[name][count] = point
-            say(f"{name}, {count} partitions: " + ", ".join(
-                f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                for k, v in point.items()))
+    try:
+        curves, runs = measure(args, counts, trees, out_dir, work_dir)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
     md = table(curves, counts)
     say(md)
     plot(os.path.join(out_dir, "partition-curve.png"), curves, args.rate)
