@@ -1,9 +1,11 @@
 # cython: language_level=3
-"""Compiled twins of the generated codecs of the two per-partition messages
-on a broker's hot path: decoding a ProduceRequest (v3+) and encoding a
-FetchResponse (v4+). kafkalite.protocol.compiler generates Python for every
-message; these two cost ~1.2 us of it per partition, and librdkafka sends
-requests of a few partitions each, many per second (issue 46).
+"""Compiled twins of the generated codecs of the per-partition messages on a
+broker's hot path: decoding a ProduceRequest (v3+) and a FetchRequest
+(v4+), encoding a ProduceResponse (v3+) and a FetchResponse (v4+).
+kafkalite.protocol.compiler generates Python for every message; these cost
+~1.2 us of it per partition, and librdkafka sends requests of a few
+partitions each, many per second (issue 46), and fetches naming every
+partition it consumes, most of them with nothing new (issue 72).
 
 Contract: each twin is a drop-in for the generated function it stands for
 (``decode(buf, pos, end, records_in) -> (body, pos)``,
@@ -17,16 +19,37 @@ ProtocolError (field path, byte offset), and a case the twin gets wrong can
 only be one it took, which tests/protocol/test_produce_fetch.py compares
 with the generated codec on random bodies of every version.
 
+Two values are not lists of dicts, so that the Fetch path's per-partition
+work is done in C (fetch_state.pyx): a decoded FetchRequest
+topic's ``partitions`` is a ``FetchPartitionList`` (the partitions as C
+structs), and a FetchResponse topic's ``partitions`` may be a
+``FetchedPartitions`` (partitions answered inline, from three offsets,
+among dicts). Each is a read-only sequence of the dicts the generated code
+gives or takes (made on first use, then kept), equal to that list, so any
+Python code reads it as it would the list; the twins read and write the C
+entries without making them.
+
 Never trusts the input: every read is checked against ``end`` before it is
 made, an array count against the bytes left before it is looped over.
 
-The wire layouts (Kafka's ProduceRequest.json / FetchResponse.json; in a
-flexible version lengths are unsigned varints of length + 1, compact):
+The wire layouts (Kafka's ProduceRequest.json / FetchRequest.json /
+FetchResponse.json; in a flexible version lengths are unsigned varints of
+length + 1, compact):
 
   ProduceRequest v3-v12 => transactional_id nullable string, acks int16,
       timeout_ms int32, [topic_data: name string,
       [partition_data: index int32, records nullable bytes, tags(9+)],
       tags(9+)], tags(9+)
+  FetchRequest v4+ => replica_id int32 (<=14), max_wait_ms int32,
+      min_bytes int32, max_bytes int32, isolation_level int8,
+      session_id int32 (7+), session_epoch int32 (7+), [topics: topic
+      string (<=12) | topic_id uuid (13+), [partitions: partition int32,
+      current_leader_epoch int32 (9+), fetch_offset int64,
+      last_fetched_epoch int32 (12+), log_start_offset int64 (5+),
+      partition_max_bytes int32, tags(12+)], tags(12+)],
+      [forgotten_topics_data (7+): topic string (<=12) | topic_id uuid
+      (13+), [partitions int32], tags(12+)], rack_id string (11+),
+      tags(12+: cluster_id 0, replica_state 1 (15+), local_host)
   FetchResponse v4+ => throttle_time_ms int32, error_code int16 (7+),
       session_id int32 (7+), [responses: topic string (<=12) | topic_id
       uuid (13+), [partitions: partition_index int32, error_code int16,
@@ -45,7 +68,7 @@ from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport (
     INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN,
-    int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t,
+    int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t,
 )
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
@@ -62,6 +85,9 @@ cdef extern from "Python.h":
 cdef enum:
     # Kafka's cap on a string's bytes (compiler.MAX_STRING_BYTES)
     MAX_STRING_BYTES = 32767
+    # a FetchResponse partition answered inline, at most: index, error,
+    # three offsets, aborted transactions, preferred replica, records, tags
+    MAX_INLINE_ENTRY = 4 + 2 + 8 * 3 + 4 + 4 + 4 + 1
 
 
 class _NotTaken(Exception):
@@ -71,6 +97,7 @@ class _NotTaken(Exception):
 # what field() gives for a key the dict lacks
 cdef object _MISSING = object()
 cdef bytes ZERO_UUID_BYTES = bytes(16)
+cdef object ZERO_UUID = UUID(int=0)
 
 
 # ---------------------------------------------------------------- decoding
@@ -234,6 +261,270 @@ cdef class ProduceRequestDecoder:
                 "topic_data": topic_data, "request_principal": self.principal_default}, r.pos
 
 
+cdef inline int64_t read_i8(Reader* r) except? -0x7fffffffffff:
+    need(r, 1)
+    cdef int8_t v = <int8_t>r.p[r.pos]
+    r.pos += 1
+    return v
+
+
+cdef inline int64_t read_i64(Reader* r) except? -0x7fffffffffff:
+    need(r, 8)
+    cdef const uint8_t* b = r.p + r.pos
+    cdef uint64_t v = 0
+    cdef int k
+    for k in range(8):
+        v = (v << 8) | b[k]
+    r.pos += 8
+    return <int64_t>v
+
+
+cdef inline uint64_t load_be(Reader* r, int size) noexcept:
+    """The next ``size`` bytes, big-endian, unchecked: the caller's
+    ``need`` covered them."""
+    cdef uint64_t v = 0
+    cdef int k
+    for k in range(size):
+        v = (v << 8) | r.p[r.pos + k]
+    r.pos += size
+    return v
+
+
+cdef inline object read_uuid(Reader* r):
+    need(r, 16)
+    raw = PyBytes_FromStringAndSize(<const char*>(r.p + r.pos), 16)
+    r.pos += 16
+    return ZERO_UUID if raw == ZERO_UUID_BYTES else UUID(bytes=raw)
+
+
+# the generated code's values for a partition's fields a request version lacks
+cdef enum:
+    NO_EPOCH = -1
+    NO_OFFSET = -1
+
+
+@cython.final
+cdef class FetchPartitionList:
+    """A FetchRequest topic's partitions (see the module docstring): a
+    read-only sequence of the generated code's partition dicts, kept as C
+    entries. ``from_dicts`` makes one from such dicts (a request body built
+    in Python, or a test's)."""
+
+    def __cinit__(self):
+        self.entries = NULL
+        self.size = 0
+        self.cap = 0
+        self._dicts = None
+
+    def __dealloc__(self):
+        free(self.entries)
+
+    @staticmethod
+    def from_dicts(partitions) -> FetchPartitionList:
+        cdef FetchPartitionList out = FetchPartitionList()
+        cdef FetchPartitionEntry e
+        for p in partitions:
+            e.partition = p["partition"]
+            e.current_leader_epoch = p.get("current_leader_epoch", NO_EPOCH)
+            e.fetch_offset = p["fetch_offset"]
+            e.last_fetched_epoch = p.get("last_fetched_epoch", NO_EPOCH)
+            e.log_start_offset = p.get("log_start_offset", NO_OFFSET)
+            e.partition_max_bytes = p["partition_max_bytes"]
+            out.append_entry(&e)
+        return out
+
+    cdef int reserve(self, Py_ssize_t n) except -1:
+        """Room for ``n`` more entries."""
+        cdef Py_ssize_t cap
+        cdef FetchPartitionEntry* grown
+        if self.size + n > self.cap:
+            cap = max(8, self.cap * 2, self.size + n)
+            grown = <FetchPartitionEntry*>realloc(self.entries, cap * sizeof(FetchPartitionEntry))
+            if grown == NULL:
+                raise MemoryError()
+            self.entries, self.cap = grown, cap
+        return 0
+
+    cdef int append_entry(self, FetchPartitionEntry* e) except -1:
+        if self.size == self.cap:
+            self.reserve(1)
+        self.entries[self.size] = e[0]
+        self.size += 1
+        self._dicts = None
+        return 0
+
+    cdef dict entry_dict(self, Py_ssize_t i):
+        cdef FetchPartitionEntry* e = &self.entries[i]
+        return {"partition": e.partition, "current_leader_epoch": e.current_leader_epoch,
+                "fetch_offset": e.fetch_offset, "last_fetched_epoch": e.last_fetched_epoch,
+                "log_start_offset": e.log_start_offset,
+                "partition_max_bytes": e.partition_max_bytes, "replica_directory_id": ZERO_UUID}
+
+    cdef list as_list(self):
+        cdef Py_ssize_t i
+        if self._dicts is None:
+            self._dicts = [self.entry_dict(i) for i in range(self.size)]
+        return self._dicts
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, index):
+        return self.as_list()[index]
+
+    def __iter__(self):
+        return iter(self.as_list())
+
+    def __eq__(self, other):
+        if isinstance(other, FetchPartitionList):
+            other = (<FetchPartitionList>other).as_list()
+        return self.as_list() == other
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"FetchPartitionList({self.as_list()!r})"
+
+    def __reduce__(self):
+        return (FetchPartitionList.from_dicts, (self.as_list(),))
+
+
+@cython.final
+cdef class FetchRequestDecoder:
+    """FetchRequest's decode at one version (4+). ``template``: the generated
+    decoder's body for a request of no topics, whose values of the fields
+    this version lacks (and of tagged fields not sent) every body starts
+    from."""
+
+    cdef int version
+    cdef bint flexible
+    cdef dict template
+    cdef object generated
+
+    def __init__(self, int version, bint flexible, dict template, generated):
+        self.version = version
+        self.flexible = flexible
+        self.template = template
+        self.generated = generated
+
+    def __call__(self, buf, Py_ssize_t pos, Py_ssize_t end, records_in):
+        cdef Py_buffer view
+        if PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE) != 0:
+            return self.generated(buf, pos, end, records_in)
+        try:
+            if end == view.len and 0 <= pos <= end:
+                return self.decode(<const uint8_t*>view.buf, pos, end)
+        except Exception:
+            pass
+        finally:
+            PyBuffer_Release(&view)
+        return self.generated(buf, pos, end, records_in)
+
+    cdef tuple decode(self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end):
+        cdef Reader r
+        r.p = p
+        r.pos = pos
+        r.end = end
+        cdef bint flexible = self.flexible
+        cdef int version = self.version
+        cdef dict body = dict(self.template)
+        if version <= 14:
+            body["replica_id"] = read_i32(&r)
+        body["max_wait_ms"] = read_i32(&r)
+        body["min_bytes"] = read_i32(&r)
+        body["max_bytes"] = read_i32(&r)
+        body["isolation_level"] = read_i8(&r)
+        if version >= 7:
+            body["session_id"] = read_i32(&r)
+            body["session_epoch"] = read_i32(&r)
+        body["topics"] = self.topics(&r)
+        if version >= 7:
+            body["forgotten_topics_data"] = self.forgotten(&r)
+        else:
+            body["forgotten_topics_data"] = []
+        if version >= 11:
+            body["rack_id"] = read_string(&r, flexible, False)
+        if flexible:
+            empty_tags(&r)
+        # a fresh struct for every body, as the generated code makes one
+        # (a request that sets it has a tag, left to the generated code)
+        body["replica_state"] = {"replica_id": -1, "replica_epoch": -1}
+        return body, r.pos
+
+    cdef list topics(self, Reader* r):
+        cdef bint flexible = self.flexible
+        cdef int version = self.version
+        cdef int64_t count, n, i, t
+        cdef Py_ssize_t least
+        cdef FetchPartitionEntry e
+        cdef FetchPartitionList parts
+        cdef list out = []
+        count = read_length(r, flexible, True)
+        # each topic takes at least a byte, each partition 16 + its version's
+        # fields: a count past the bytes left is malformed, found by the
+        # generated code without looping here
+        if count < 0 or count > r.end - r.pos:
+            raise _NotTaken
+        least = 16 + (4 if version >= 9 else 0) + (4 if version >= 12 else 0) + \
+            (8 if version >= 5 else 0) + (1 if flexible else 0)
+        for t in range(count):
+            if version >= 13:
+                topic_id = read_uuid(r)
+                name = ""
+            else:
+                name = read_string(r, flexible, False)
+                topic_id = ZERO_UUID
+            n = read_length(r, flexible, True)
+            if n < 0 or n > (r.end - r.pos) // least:
+                raise _NotTaken
+            parts = FetchPartitionList()
+            parts.reserve(n)
+            for i in range(n):
+                # the fixed fields at once, then each read unchecked
+                need(r, least)
+                e.partition = <int32_t>load_be(r, 4)
+                e.current_leader_epoch = <int32_t>load_be(r, 4) if version >= 9 else NO_EPOCH
+                e.fetch_offset = <int64_t>load_be(r, 8)
+                e.last_fetched_epoch = <int32_t>load_be(r, 4) if version >= 12 else NO_EPOCH
+                e.log_start_offset = <int64_t>load_be(r, 8) if version >= 5 else NO_OFFSET
+                e.partition_max_bytes = <int32_t>load_be(r, 4)
+                if flexible and load_be(r, 1) != 0:
+                    raise _NotTaken        # a tagged field: the generated code's
+                parts.entries[parts.size] = e
+                parts.size += 1
+            if flexible:
+                empty_tags(r)
+            out.append({"topic": name, "topic_id": topic_id, "partitions": parts})
+        return out
+
+    cdef list forgotten(self, Reader* r):
+        cdef bint flexible = self.flexible
+        cdef int64_t count, n, i, t
+        cdef list out = []
+        cdef list indexes
+        count = read_length(r, flexible, True)
+        if count < 0 or count > r.end - r.pos:
+            raise _NotTaken
+        for t in range(count):
+            if self.version >= 13:
+                topic_id = read_uuid(r)
+                name = ""
+            else:
+                name = read_string(r, flexible, False)
+                topic_id = ZERO_UUID
+            n = read_length(r, flexible, True)
+            if n < 0 or n > (r.end - r.pos) // 4:
+                raise _NotTaken
+            indexes = [read_i32(r) for i in range(n)]
+            if flexible:
+                empty_tags(r)
+            out.append({"topic": name, "topic_id": topic_id, "partitions": indexes})
+        return out
+
+
 # ---------------------------------------------------------------- encoding
 
 cdef struct Writer:
@@ -263,6 +554,14 @@ cdef inline int put_be(Writer* w, uint64_t v, int size) except -1:
         w.data[w.size + k] = <char>(v >> (8 * (size - 1 - k)))
     w.size += size
     return 0
+
+
+cdef inline char* store_be(char* at, uint64_t v, int size) noexcept:
+    """``v``'s ``size`` low bytes, big-endian, at ``at`` (room reserved); past them."""
+    cdef int k
+    for k in range(size):
+        at[k] = <char>(v >> (8 * (size - 1 - k)))
+    return at + size
 
 
 cdef inline int put_uvarint(Writer* w, int64_t v) except -1:
@@ -366,6 +665,113 @@ cdef inline int put_string(Writer* w, object s, bint flexible, bint nullable) ex
 
 
 @cython.final
+cdef class FetchedPartitions:
+    """A FetchResponse topic's partitions (see the module docstring): a
+    read-only sequence of response partition dicts, of which those
+    answered inline are C entries until Python code asks for them.
+    ``aborted_empty``: inline entries carry an empty list of aborted
+    transactions (a read_committed fetch's) rather than null."""
+
+    def __cinit__(self, bint aborted_empty=False):
+        self.entries = NULL
+        self.size = 0
+        self.cap = 0
+        self.dicts = []
+        self.aborted_empty = aborted_empty
+        self._materialized = None
+
+    def __dealloc__(self):
+        free(self.entries)
+
+    cdef int reserve(self, Py_ssize_t n) except -1:
+        """Room for ``n`` more entries."""
+        cdef Py_ssize_t cap
+        cdef FetchedEntry* grown
+        if self.size + n > self.cap:
+            cap = max(8, self.cap * 2, self.size + n)
+            grown = <FetchedEntry*>realloc(self.entries, cap * sizeof(FetchedEntry))
+            if grown == NULL:
+                raise MemoryError()
+            self.entries, self.cap = grown, cap
+        return 0
+
+    cdef FetchedEntry* _next(self) except NULL:
+        if self.size == self.cap:
+            self.reserve(1)
+        self._materialized = None
+        self.size += 1
+        return &self.entries[self.size - 1]
+
+    cdef int add_inline(self, int32_t index, int64_t high_watermark, int64_t last_stable_offset,
+                        int64_t log_start_offset) except -1:
+        cdef FetchedEntry* e = self._next()
+        e.partition_index = index
+        e.high_watermark = high_watermark
+        e.last_stable_offset = last_stable_offset
+        e.log_start_offset = log_start_offset
+        e.slow = -1
+        return 0
+
+    cdef int add_slow(self, int32_t index, Py_ssize_t slow) except -1:
+        cdef FetchedEntry* e = self._next()
+        e.partition_index = index
+        e.slow = <int32_t>slow
+        return 0
+
+    cdef dict inline_dict(self, FetchedEntry* e):
+        return {"error_code": 0, "high_watermark": e.high_watermark,
+                "last_stable_offset": e.last_stable_offset,
+                "log_start_offset": e.log_start_offset,
+                "aborted_transactions": [] if self.aborted_empty else None,
+                "preferred_read_replica": -1, "records": b"",
+                "partition_index": e.partition_index}
+
+    def inline_count(self) -> int:
+        """How many partitions are answered inline."""
+        cdef Py_ssize_t i, n = 0
+        for i in range(self.size):
+            if self.entries[i].slow < 0:
+                n += 1
+        return n
+
+    cdef list _list(self):
+        cdef Py_ssize_t i
+        cdef FetchedEntry* e
+        if self._materialized is None:
+            out = []
+            for i in range(self.size):
+                e = &self.entries[i]
+                out.append(self.inline_dict(e) if e.slow < 0 else self.dicts[e.slow])
+            self._materialized = out
+        return self._materialized
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, index):
+        return self._list()[index]
+
+    def __iter__(self):
+        return iter(self._list())
+
+    def __eq__(self, other):
+        if isinstance(other, FetchedPartitions):
+            other = (<FetchedPartitions>other)._list()
+        return self._list() == other
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"FetchedPartitions({self._list()!r})"
+
+    def __reduce__(self):
+        return (list, (self._list(),))
+
+
+@cython.final
 cdef class FetchResponseEncoder:
     """FetchResponse's encode at one version and records mode."""
 
@@ -456,15 +862,67 @@ cdef class FetchResponseEncoder:
             put_string(w, "" if name is _MISSING else name, flexible, False)
         if partitions is _MISSING:
             partitions = []
-        if type(partitions) is not list:
+        if type(partitions) is FetchedPartitions:
+            self.encode_fetched(w, <FetchedPartitions>partitions, parts, records_out)
+        elif type(partitions) is list:
+            put_length(w, PyList_GET_SIZE(partitions), flexible, True)
+            for partition in <list>partitions:
+                if type(partition) is not dict:
+                    raise _NotTaken
+                self.encode_partition(w, <dict>partition, parts, records_out)
+        else:
             raise _NotTaken
-        put_length(w, PyList_GET_SIZE(partitions), flexible, True)
-        for partition in <list>partitions:
-            if type(partition) is not dict:
-                raise _NotTaken
-            self.encode_partition(w, <dict>partition, parts, records_out)
         if flexible:
             put_be(w, 0, 1)
+        return 0
+
+    cdef int encode_fetched(self, Writer* w, FetchedPartitions fetched, list parts,
+                            records_out) except -1:
+        """Inline entries as the generated code writes their dicts (no
+        error, no records: b"", not null), the others as dicts."""
+        cdef bint flexible = self.flexible
+        cdef bint frames = self.frames
+        cdef int version = self.version
+        cdef Py_ssize_t i
+        cdef FetchedEntry* e
+        cdef list dicts = fetched.dicts
+        cdef char* at
+        # an inline entry's aborted transactions: an empty array or null
+        # (compact: a varint of the count + 1, 0 for null)
+        cdef uint64_t aborted = 0 if fetched.aborted_empty else 0xFFFFFFFF
+        cdef uint64_t compact_aborted = 1 if fetched.aborted_empty else 0
+        put_length(w, fetched.size, flexible, True)
+        for i in range(fetched.size):
+            e = &fetched.entries[i]
+            if e.slow >= 0:
+                partition = dicts[e.slow]
+                if type(partition) is not dict:
+                    raise _NotTaken
+                self.encode_partition(w, <dict>partition, parts, records_out)
+                continue
+            reserve(w, MAX_INLINE_ENTRY)
+            at = store_be(w.data + w.size, <uint32_t>e.partition_index, 4)
+            at = store_be(at, 0, 2)
+            at = store_be(at, <uint64_t>e.high_watermark, 8)
+            at = store_be(at, <uint64_t>e.last_stable_offset, 8)
+            if version >= 5:
+                at = store_be(at, <uint64_t>e.log_start_offset, 8)
+            if flexible:
+                at = store_be(at, compact_aborted, 1)
+            else:
+                at = store_be(at, aborted, 4)
+            if version >= 11:
+                at = store_be(at, 0xFFFFFFFF, 4)
+            if frames:
+                at = store_be(at, <uint64_t>len(records_out), 4)
+                records_out.append(b"")
+            elif flexible:
+                at = store_be(at, 1, 1)         # length 0, compact
+            else:
+                at = store_be(at, 0, 4)
+            if flexible:
+                at = store_be(at, 0, 1)
+            w.size = at - w.data
         return 0
 
     cdef int encode_partition(self, Writer* w, dict p, list parts, records_out) except -1:

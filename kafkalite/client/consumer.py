@@ -3,8 +3,11 @@
 Assigned partitions are fetched from the workers that lead them, one fetch
 in flight per worker, long-polling (``fetch.min.bytes`` /
 ``fetch.max.wait.ms``) so an idle consumer waits on the server rather than
-spinning. Fetched bytes are kept as they came (RecordBatch v2) and decoded
-only when asked for: ``poll``/``consume`` make the Messages of one batch
+spinning; in an incremental fetch session with each worker (KIP-227,
+protocol/fetch_sessions.py), so a fetch names only the partitions whose
+position moved and its answer only those with something new. Fetched
+bytes are kept as they came (RecordBatch v2) and decoded only when asked
+for: ``poll``/``consume`` make the Messages of one batch
 at a time in Cython (kafkalite._ext.messages.batch_messages);
 ``consume_batch`` decodes whole batches in Cython into one pyarrow
 RecordBatch (see arrow.py) with no Python object per record.
@@ -44,6 +47,7 @@ from kafkalite.client.link import Link
 from kafkalite.client.metadata import Metadata, cluster_metadata, list_offsets
 from kafkalite.client.tcp_link import fetch_answer_bound, resolve_transport, tcp_link_or
 from kafkalite.client.consumer_membership import ConsumerProtocolMembership
+from kafkalite.protocol.fetch_sessions import FetchSessionHandler
 from kafkalite.client.group import Change, GroupMembership
 from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID,
                                     ConsumerGroupMetadata, Message, TopicPartition)
@@ -123,6 +127,7 @@ class Consumer:
         self._assigned: dict[tuple[str, int], _Assigned] = {}
         self._conns: dict[int, Link] = {}    # node -> its fetch link (ZeroMQ, or TCP: tcp_link.py)
         self._in_flight: dict[int, tuple[int, float, dict]] = {}   # node -> (cid, sent, offsets)
+        self._sessions: dict[int, FetchSessionHandler] = {}      # node -> its fetch session
         self._chunks: collections.deque[_Chunk] = collections.deque()
         self._subscription: list[str] | None = None
         self._group: GroupMembership | None = None
@@ -410,7 +415,8 @@ class Consumer:
         return conn
 
     def _drop_conn(self, node: int) -> None:
-        self._in_flight.pop(node, None)
+        if self._in_flight.pop(node, None) is not None and node in self._sessions:
+            self._sessions[node].handle_error()    # the answer will not come: start over
         conn = self._conns.pop(node, None)
         if conn is not None:
             conn.close()
@@ -447,27 +453,45 @@ class Consumer:
                 pass
         cfg = self.config
         for node, positions in by_node.items():
+            session = self._sessions.get(node)
+            if session is None:
+                session = self._sessions[node] = FetchSessionHandler()
+            session_id, epoch, send, forget = session.build(positions)
             topics: dict[str, list] = {}
-            for (t, p), pos in positions.items():
+            for (t, p), pos in send.items():
                 topics.setdefault(t, []).append({
                     "partition": p, "current_leader_epoch": -1, "fetch_offset": pos,
                     "last_fetched_epoch": -1, "log_start_offset": -1,
                     "partition_max_bytes": limit})
+            forgotten: dict[str, list] = {}
+            for t, p in forget:
+                forgotten.setdefault(t, []).append(p)
             body = {"replica_id": -1, "max_wait_ms": cfg["fetch.max.wait.ms"],
                     "min_bytes": cfg["fetch.min.bytes"], "max_bytes": cfg["fetch.max.bytes"],
-                    "isolation_level": self._isolation(), "session_id": 0, "session_epoch": -1,
+                    "isolation_level": self._isolation(), "session_id": session_id,
+                    "session_epoch": epoch,
                     "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                    "forgotten_topics_data": [], "rack_id": ""}
+                    "forgotten_topics_data": [{"topic": t, "partitions": ps}
+                                              for t, ps in forgotten.items()],
+                    "rack_id": ""}
             try:
                 cid = self._conn(node).send(ApiKey.FETCH, body)
             except KafkaError:
+                session.handle_error()
                 continue
             self._in_flight[node] = (cid, time.monotonic(), positions)
 
     def _on_fetch(self, node: int, body, positions: dict) -> None:
+        session = self._sessions.get(node)
         if isinstance(body, KafkaError):
+            if session is not None:
+                session.handle_error()
             self._meta.refreshed_at = 0
             return
+        if session is not None:
+            session.handle_response(body)
+        if body.get("error_code"):
+            return          # a session error: no partitions; the next fetch is full
         refresh = False
         damaged = []
         for t in body["responses"]:

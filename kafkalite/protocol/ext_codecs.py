@@ -1,7 +1,7 @@
 """Compiled twins of generated codecs, for the messages a broker handles per
-partition many times a second (issue 46): ProduceRequest's decoder, and
-ProduceResponse's and FetchResponse's encoders (kafkalite._ext.produce_fetch,
-ext/produce_fetch.pyx).
+partition many times a second (issues 46, 72): ProduceRequest's and
+FetchRequest's decoders, and ProduceResponse's and FetchResponse's encoders
+(kafkalite._ext.produce_fetch, ext/produce_fetch.pyx).
 
 ``install(codec)`` puts a twin in place of a CompiledMessage's generated
 function when one exists for its message, version and records mode; the
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import hashlib
 
-from kafkalite._ext.produce_fetch import (FetchResponseEncoder, ProduceRequestDecoder,
-                                          ProduceResponseEncoder)
+from kafkalite._ext.produce_fetch import (FetchRequestDecoder, FetchResponseEncoder,
+                                          ProduceRequestDecoder, ProduceResponseEncoder)
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.compiler import CompiledMessage, _byte_length
 from kafkalite.protocol.messages import REQUESTS, RESPONSES
@@ -31,7 +31,12 @@ from kafkalite.protocol.schema import Message
 # v18 (v17 and v18 answer as v16 does)
 PRODUCE_REQUEST_VERSIONS = range(3, 13)
 PRODUCE_RESPONSE_VERSIONS = PRODUCE_REQUEST_VERSIONS
+<<<<<<< HEAD
 FETCH_RESPONSE_VERSIONS = range(4, 19)
+=======
+FETCH_REQUEST_VERSIONS = range(4, 18)
+FETCH_RESPONSE_VERSIONS = range(4, 18)
+>>>>>>> wt-72f
 
 
 def _field_shape(field, version: int):
@@ -51,7 +56,12 @@ def schema_fingerprint(message: Message, versions: range) -> str:
 # the fingerprints ext/produce_fetch.pyx was written and tested for
 _WRITTEN_FOR = {
     ("request", ApiKey.PRODUCE): "16d65059eda2558a",
+<<<<<<< HEAD
     ("response", ApiKey.FETCH): "cba25ef66c62f13f",        # v17-v18 are v16 (issue 70)
+=======
+    ("request", ApiKey.FETCH): "27fb4b75f23449c1",
+    ("response", ApiKey.FETCH): "3a503c3f37257acb",
+>>>>>>> wt-72f
     ("response", ApiKey.PRODUCE): "7e54a92a5bf18f60",
 }
 
@@ -62,8 +72,19 @@ def _matches(kind: str, api_key: int, versions: range) -> bool:
 
 
 _PRODUCE_OK = _matches("request", ApiKey.PRODUCE, PRODUCE_REQUEST_VERSIONS)
+_FETCH_REQUEST_OK = _matches("request", ApiKey.FETCH, FETCH_REQUEST_VERSIONS)
 _FETCH_OK = _matches("response", ApiKey.FETCH, FETCH_RESPONSE_VERSIONS)
 _PRODUCE_RESPONSE_OK = _matches("response", ApiKey.PRODUCE, PRODUCE_RESPONSE_VERSIONS)
+
+
+def _empty_body(codec: CompiledMessage) -> dict:
+    """What the generated decoder gives for a request of no topics: the
+    values of every field the version lacks or a client leaves unset."""
+    out: list = []
+    codec.encode({"max_wait_ms": 0, "min_bytes": 0}, out.append, None)
+    frame = memoryview(b"".join(out))
+    body, _ = codec.decode(frame, 0, len(frame), None)
+    return body
 
 
 def install(codec: CompiledMessage) -> bool:
@@ -75,6 +96,11 @@ def install(codec: CompiledMessage) -> bool:
             principal = next(f for f in message.fields if f.name == "request_principal")
             codec.decode = ProduceRequestDecoder(codec.flexible, codec.frames,
                                                  principal.default(version), codec.decode)
+            return True
+    elif message.kind == "request" and message.api_key == ApiKey.FETCH:
+        if _FETCH_REQUEST_OK and version in FETCH_REQUEST_VERSIONS:
+            codec.decode = FetchRequestDecoder(version, codec.flexible, _empty_body(codec),
+                                               codec.decode)
             return True
     elif message.kind == "response" and message.api_key == ApiKey.PRODUCE:
         if _PRODUCE_RESPONSE_OK and version in PRODUCE_RESPONSE_VERSIONS:

@@ -173,6 +173,11 @@ SETTINGS: dict[str, Setting] = {
                                        ("replica.lag.time.max.ms",)),
     "replica_fetch_wait_max_ms": Setting("How long a follower's fetch waits at the leader "
                                          "for data.", ("replica.fetch.wait.max.ms",)),
+    "max_incremental_fetch_session_cache_slots": Setting(
+        "Incremental fetch sessions (KIP-227) each worker keeps for the consumers and "
+        "followers fetching from it; a full cache makes a new session evict a less valuable "
+        "one (Kafka's rules), or answers without one (0: sessions off).",
+        ("max.incremental.fetch.session.cache.slots",)),
     "replica_local_reads": Setting(
         "A follower whose leader runs on the same host reads the fetched records from the "
         "leader's segment file instead of receiving them over the network (checked before "
@@ -412,6 +417,7 @@ class ServerConfig:
     default_replication_factor: int = 1
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_max_ms: int = 500
+    max_incremental_fetch_session_cache_slots: int = 1000
     replica_local_reads: bool = True
     local_sockets: bool = True
     local_door_dir: str = ""
@@ -525,7 +531,15 @@ class ServerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise InvalidConfigurationError(f"{name} must be a positive integer, not {value!r}")
+<<<<<<< HEAD
         if type(self.worker_orphan_timeout_ms) is not int or self.worker_orphan_timeout_ms < -1:
+=======
+        slots = self.max_incremental_fetch_session_cache_slots
+        if type(slots) is not int or slots < 0:
+            raise InvalidConfigurationError(
+                f"max_incremental_fetch_session_cache_slots must be 0 or more, not {slots!r}")
+        if type(self.worker_orphan_timeout_ms) is not int or self.worker_orphan_timeout_ms < 0:
+>>>>>>> wt-72f
             raise InvalidConfigurationError(
                 f"worker_orphan_timeout_ms must be a whole number of milliseconds >= 0 "
                 f"(0: exit at once), or -1 (wait for the next supervisor however long), not "

@@ -507,6 +507,7 @@ _SERVER_SETTINGS = {
     "remote.log.storage.system.enable": ("boolean", "false", None),
     "replica.lag.time.max.ms": ("long", 30000, None),
     "replica.fetch.wait.max.ms": ("int", 500, None),
+    "max.incremental.fetch.session.cache.slots": ("int", 1000, 0),
     "broker.session.timeout.ms": ("int", 9000, None),
     "auto.leader.rebalance.enable": ("boolean", "true", None),
     "leader.imbalance.check.interval.seconds": ("long", 300, 1),

@@ -202,6 +202,7 @@ class WorkerMetrics:
                 "full": full, "partitions": changed, "gone": gone,
                 "partition_count": len(partitions),
                 "leader_count": len(self._sent), "purgatory": replica_manager.purgatory.sizes(),
+                "fetch_sessions": replica_manager.fetches.figures(),
                 "cpu_seconds": usage.ru_utime + usage.ru_stime, "rss_bytes": _rss_bytes(),
                 "replica_fetch": dict(getattr(replica_manager.fetcher, "fetched_bytes", {}))}
 
@@ -437,6 +438,7 @@ class NodeMetrics:
         for op, n in sorted(view["purgatory"].items()):
             purgatory.add_metric([op], n)
         yield purgatory
+        yield from self._fetch_session_families(view.get("fetch_sessions", {}))
 
         yield GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
                                 "Partitions with a live leader and fewer in-sync replicas "
@@ -512,6 +514,30 @@ class NodeMetrics:
             "dropped (not a worker's relay request: a bug, or a process with the node's keys)")
         relay_dropped.add_metric([], view.get("relay_dropped", 0))
         yield relay_dropped
+
+    @staticmethod
+    def _fetch_session_families(sessions: dict):
+        """The workers' incremental fetch sessions (KIP-227, Kafka's
+        FetchSessionCache metrics) and their fetches by kind."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        yield GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchsessions",
+                                "Incremental fetch sessions the workers hold",
+                                value=sessions.get("sessions", 0))
+        yield GaugeMetricFamily(
+            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+            "Partitions in the workers' incremental fetch sessions",
+            value=sessions.get("partitions", 0))
+        yield CounterMetricFamily(
+            "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+            "Sessions evicted for new ones (Kafka's IncrementalFetchSessionEvictionsPerSec)",
+            value=sessions.get("evictions", 0))
+        fetches = CounterMetricFamily(
+            "kafkalite_fetch_requests", "Fetches the workers served, by their session "
+            "metadata: full (opening a session), incremental, sessionless, refused",
+            labels=["kind"])
+        for kind in ("full", "incremental", "sessionless", "refused"):
+            fetches.add_metric([kind], sessions.get(kind, 0))
+        yield fetches
 
     @staticmethod
     def _remote_families(remote: dict, copy_lag: dict):
@@ -658,6 +684,7 @@ class NodeMetrics:
         copy_lag: dict = {}
         partitions: dict = {}                   # worker index -> its partitions' figures
         purgatory = {"Produce": 0, "Fetch": 0}
+        sessions: dict = {}                     # the workers' fetch session figures, summed
         brokers = {}
         live = {b.broker_id for b in sup.controller.brokers if not b.fenced}
         for w in sup.workers:
@@ -674,6 +701,8 @@ class NodeMetrics:
             _add_topics(copy_lag, snap.get("copy_lag", {}), len(_REMOTE_LAG))
             for op, n in snap.get("purgatory", {}).items():
                 purgatory[op] = purgatory.get(op, 0) + n
+            for name, n in snap.get("fetch_sessions", {}).items():
+                sessions[name] = sessions.get(name, 0) + n
             partitions[index] = self._partitions.get(index, {})
             if index in brokers:
                 brokers[index].update(snapshot=True, partition_count=snap["partition_count"],
@@ -712,7 +741,8 @@ class NodeMetrics:
         return {"quota_throttles": throttles, "connections_rejected": rejected, "quota_rates": sup.node_quota_rates.node_rates(),
                 "requests": requests, "security": security, "topics": topics, "partitions": partitions,
                 "remote": remote, "copy_lag": copy_lag,
-                "purgatory": purgatory, "brokers": brokers, "under_replicated": under,
+                "purgatory": purgatory, "fetch_sessions": sessions, "brokers": brokers,
+                "under_replicated": under,
                 "offline": offline, "topic_count": len(topics_md), "partition_count": count,
                 "groups": groups, "control_dropped": sup.control_dropped,
                 "relay_dropped": sup.relay.dropped}

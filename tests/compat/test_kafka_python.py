@@ -10,7 +10,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from harness import wait_until
+from harness import scrape, wait_until
 from kafkalite._ext.partitioner import partition_for_key
 
 
@@ -97,3 +97,44 @@ def test_admin_creates_lists_and_deletes_topics(server, topic_name):
         wait_until(lambda: topic_name not in admin.list_topics(), 10, "the topic to be gone")
     finally:
         admin.close()
+
+
+def fetches_by_kind(server) -> dict:
+    """The workers' fetches so far by session metadata (kafkalite_fetch_requests)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    return {s.labels["kind"]: s.value for family in text_string_to_metric_families(scrape(server))
+            for s in family.samples if s.name == "kafkalite_fetch_requests_total"}
+
+
+def test_a_consumer_fetches_in_incremental_sessions(server, topic_name):
+    """kafka-python opens a fetch session (KIP-227) with each worker and
+    then fetches incrementally: the workers see incremental fetches, and
+    records produced to any of its partitions while it polls still arrive."""
+    create_topic(server, topic_name, partitions=12)
+    for p in range(12):
+        native_produce(server, topic_name, [(None, b"first-%d" % p, None)], partition=p)
+    before = fetches_by_kind(server)
+    c = KafkaConsumer(bootstrap_servers=server.kafka_bootstrap, enable_auto_commit=False,
+                      auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    try:
+        c.assign([TopicPartition(topic_name, p) for p in range(12)])
+        got: list = []
+
+        def polled(n):
+            for msgs in c.poll(200).values():
+                got.extend(m.value for m in msgs)
+            return len(got) >= n
+        wait_until(lambda: polled(12), 30)
+        for p in (3, 11):
+            native_produce(server, topic_name, [(None, b"later-%d" % p, None)], partition=p)
+        wait_until(lambda: polled(14), 30)
+        assert sorted(got) == sorted([b"first-%d" % p for p in range(12)] + [b"later-3", b"later-11"])
+
+        def incremental():
+            polled(14)
+            now = fetches_by_kind(server)
+            return now.get("incremental", 0) - before.get("incremental", 0) >= 10 and \
+                now.get("full", 0) > before.get("full", 0)
+        wait_until(incremental, 30)
+    finally:
+        c.close()

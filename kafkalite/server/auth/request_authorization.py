@@ -223,6 +223,10 @@ def _fetch(r: _Request, body: dict) -> None:
         return n is None or r.may(Op.READ, Res.TOPIC, n)   # an unknown id: the handler's answer
 
     denied = r.split(body, "topics", allowed, name)
+    # an incremental fetch session's partitions the request does not name
+    # are checked by the fetch path, at every fetch, as Kafka's handleFetch does
+    r.ctx.topic_readable = lambda n: r.may(Op.READ, Res.TOPIC, n)
+    r.ctx.denied_topics = denied
     r.add_to("responses", _partitions_with(TOPIC_DENIED, denied, "topic", "partitions",
                                            "partition", "topic", "partitions",
                                            "partition_index", high_watermark=-1,

@@ -100,7 +100,10 @@ def fetch_response_bytes(body: dict) -> int:
     """The record bytes of a Fetch response body (what a fetch quota counts)."""
     total = 0
     for topic in body.get("responses") or ():
-        for p in topic.get("partitions") or ():
+        partitions = topic.get("partitions") or ()
+        # partitions answered inline (a FetchedPartitions) carry no records:
+        # only its dicts are looked at
+        for p in getattr(partitions, "dicts", partitions):
             records = p.get("records")
             if records is not None:
                 length = getattr(records, "length", None)      # a FileRegion's

@@ -111,7 +111,7 @@ class RequestContext:
 
     __slots__ = ("header", "listener", "principal", "reply_to", "_responder", "_peer", "answered",
                  "started", "stats", "amend", "size", "quotas", "handler_s", "listener_name",
-                 "relayed_from")
+                 "relayed_from", "topic_readable", "denied_topics")
 
     def __init__(self, header: RequestHeader, listener: Listener, responder: Responder, reply_to,
                  *, peer=None, principal: str = ANONYMOUS, size: int = 0,
@@ -141,6 +141,12 @@ class RequestContext:
         # the broker id of the worker that relayed the request here (the
         # broker the client addressed), or None when it came to this process
         self.relayed_from = None
+        # a consumer's Fetch with the authorizer on (request_authorization.py):
+        # topic name -> whether the principal may read it, for the partitions
+        # of its fetch session it does not name; and the request topics the
+        # gate took out (answered by it, kept in the session)
+        self.topic_readable = None
+        self.denied_topics = ()
 
     @property
     def api_key(self) -> int:

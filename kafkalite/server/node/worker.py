@@ -156,6 +156,8 @@ class Worker:
         self.replica_manager.remote_list_offsets_request_timeout_ms = \
             config.remote_list_offsets_request_timeout_ms
         self.replica_manager.remote_fetch_max_wait_ms = config.remote_fetch_max_wait_ms
+        self.replica_manager.fetches.sessions.max_entries = \
+            config.max_incremental_fetch_session_cache_slots
         # Iceberg topics' tables: the catalog (a cluster's) and the warehouse
         self.replica_manager.iceberg_tables = (
             config.iceberg_catalog_uri, config.iceberg_warehouse, config.iceberg_unshared,

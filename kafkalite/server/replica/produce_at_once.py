@@ -28,7 +28,6 @@ import logging
 from kafkalite import errors
 from kafkalite.errors import KafkaError
 from kafkalite.record.layout import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRODUCER_ID, PRODUCER
-from kafkalite.server.replica.purgatory import replica_key
 
 log = logging.getLogger("kafkalite.replica")
 
@@ -79,46 +78,38 @@ def answer_at_once(rm, body: dict) -> dict | None:
 
 
 def _append_all(rm, request: list) -> list:
-    """The response topics of ``request``'s appends (qualifying's shape)."""
-    stats_by_topic, purgatory = rm.topic_stats, rm.purgatory
+    """The response topics of ``request``'s appends (qualifying's shape):
+    each partition's through ``ReplicaManager.append``, the one write path
+    (high watermark, leader states, stats, wake-ups)."""
     responses = []
     for name, parts in request:
-        stats = stats_by_topic.get(name)
-        if stats is None:
-            stats = stats_by_topic[name] = [0, 0, 0]
         outs = []
         for index, part, records in parts:
-            plog = part.log
-            hw = plog.high_watermark
             try:
-                info = plog.append(records)
+                info = rm.append(part, records)
             except KafkaError as exc:
-                if isinstance(exc, errors.OutOfOrderSequenceNumberError):
-                    # fatal to most clients: what the partition knew says why
-                    log.info("broker %d: %s: %s (log end %d, leader epoch %d)", rm.broker_id,
-                             part.name, exc, plog.log_end_offset, part.leader_epoch)
-                    record_errors = []
-                else:
-                    # which records caused it, when the validator knows, lets a client
-                    # fail only those
-                    record_errors = [{"batch_index": i, "batch_index_error_message": m}
-                                     for i, m in exc.record_errors]
-                outs.append({"index": index, "error_code": exc.code, "base_offset": -1,
-                             "log_append_time_ms": -1, "log_start_offset": -1,
-                             "record_errors": record_errors, "error_message": exc.message})
+                outs.append(_refused(rm, part, index, exc))
                 continue
-            part.maybe_increment_high_watermark()
-            if not info.duplicate:
-                stats[0] += info.size_in_bytes
-                stats[1] += info.record_count
-                if info.size_in_bytes and purgatory:
-                    if plog.high_watermark > hw:        # committed at once
-                        rm._wake(part.key, info.size_in_bytes)
-                    if len(part.replicas) > 1:          # followers waiting for it
-                        rm._wake(replica_key(part.key), info.size_in_bytes)
             outs.append({"index": index, "error_code": 0, "base_offset": info.first_offset,
                          "log_append_time_ms": info.log_append_time,
-                         "log_start_offset": plog.log_start_offset, "record_errors": [],
+                         "log_start_offset": part.log.log_start_offset, "record_errors": [],
                          "error_message": None})
         responses.append({"name": name, "partition_responses": outs})
     return responses
+
+
+def _refused(rm, part, index: int, exc: KafkaError) -> dict:
+    """A partition's answer to a batch its log refused, as the full path's
+    (``ReplicaManager._produce``'s serve, through each_partition)."""
+    if isinstance(exc, errors.OutOfOrderSequenceNumberError):
+        # fatal to most clients: what the partition knew says why
+        log.info("broker %d: %s: %s (log end %d, leader epoch %d)", rm.broker_id,
+                 part.name, exc, part.log.log_end_offset, part.leader_epoch)
+        record_errors = []
+    else:
+        # which records caused it, when the validator knows, lets a client fail only those
+        record_errors = [{"batch_index": i, "batch_index_error_message": m}
+                         for i, m in exc.record_errors]
+    return {"index": index, "error_code": exc.code, "base_offset": -1,
+            "log_append_time_ms": -1, "log_start_offset": -1,
+            "record_errors": record_errors, "error_message": exc.message}

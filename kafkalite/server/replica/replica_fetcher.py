@@ -17,6 +17,12 @@ cuts off the rest, then fetches from the leader's log end onwards:
    out, each from its log end (a partition just followed does not wait
    for the long poll of the others to return); the leader reads past its high watermark and holds the
    fetch up to ``replica.fetch.wait.max.ms`` when there is nothing new.
+   Each leader's fetches go in an incremental fetch session (KIP-227,
+   protocol/fetch_sessions.py), as Kafka's followers' do: a fetch names only
+   the partitions whose log end moved, and the answer only those with
+   records or news (a partition it leaves out has nothing new); a fetch
+   made while the session's is out goes outside it (``session_id`` 0,
+   epoch -1), and its partitions join the session at its next fetch.
    Whole batches are appended as they are (``append_as_follower``: offsets,
    leader epochs, producer state kept; a batch cut at the fetch's byte
    limit is fetched again whole next time), and the follower's high watermark
@@ -83,6 +89,7 @@ import time
 from dataclasses import dataclass
 
 from kafkalite import errors
+from kafkalite.protocol.fetch_sessions import FetchSessionHandler
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.record import batches_extent
@@ -136,6 +143,8 @@ class ReplicaFetcher:
         self.fetched_bytes = {"local": 0, "network": 0}
         self.endpoints: dict[int, str] = {}
         self.followed: dict[tuple[str, int], FollowedPartition] = {}
+        self._sessions: dict[int, FetchSessionHandler] = {}    # leader -> its fetch session
+        self._session_busy: set[int] = set()      # leaders with a session fetch out
         # partitions whose leader has a newer epoch than the one followed
         # for STALE_EPOCH_S: the worker asks the controller to resend them
         self.stale: list = []
@@ -274,36 +283,62 @@ class ReplicaFetcher:
     # ---- fetching ----------------------------------------------------------------------------
 
     def _fetch(self, leader: int, fs: list) -> None:
-        topics: dict[str, list] = {}
+        wanted = {}
         for f in fs:
             f.fetching = True
-            topics.setdefault(f.part.topic, []).append(
-                {"partition": f.part.index, "current_leader_epoch": f.epoch,
-                 "fetch_offset": f.part.log.log_end_offset,
-                 "last_fetched_epoch": f.part.log.leader_epoch_cache.latest_epoch,
-                 "log_start_offset": f.part.log.log_start_offset,
+            plog = f.part.log
+            wanted[f.part.key] = (f.epoch, plog.log_end_offset,
+                                  plog.leader_epoch_cache.latest_epoch, plog.log_start_offset)
+        session = None
+        if leader not in self._session_busy:
+            session = self._sessions.get(leader)
+            if session is None:
+                session = self._sessions[leader] = FetchSessionHandler()
+            self._session_busy.add(leader)
+            session_id, epoch, send, forget = session.build(wanted)
+        else:
+            session_id, epoch, send, forget = 0, -1, wanted, []
+        topics: dict[str, list] = {}
+        for (topic, index), (leader_epoch, end, last_epoch, start) in send.items():
+            topics.setdefault(topic, []).append(
+                {"partition": index, "current_leader_epoch": leader_epoch, "fetch_offset": end,
+                 "last_fetched_epoch": last_epoch, "log_start_offset": start,
                  "partition_max_bytes": PARTITION_MAX_BYTES})
+        forgotten: dict[str, list] = {}
+        for topic, index in forget:
+            forgotten.setdefault(topic, []).append(index)
         local = self.local_reads and self._network_until.get(leader, 0.0) <= time.monotonic()
         body = {"replica_id": self.broker_id, "max_wait_ms": self.wait_max_ms, "min_bytes": 1,
-                "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": 0,
-                "session_epoch": -1,
+                "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": session_id,
+                "session_epoch": epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": "",
-                "local_host": host_identity() if local else None}
+                "forgotten_topics_data": [{"topic": t, "partitions": ps}
+                                          for t, ps in forgotten.items()],
+                "rack_id": "", "local_host": host_identity() if local else None}
+        incremental = session is not None and epoch > 0
 
         def answered(result) -> None:
             for f in fs:
                 f.fetching = False
+            if session is not None:
+                self._session_busy.discard(leader)
             if isinstance(result, KafkaError):
+                if session is not None:
+                    session.handle_error()
                 for f in fs:
                     if self._current(f):
                         self._back_off(f, f"Fetch from broker {leader}: {result}")
                 return
+            if session is not None:
+                session.handle_response(result)
+            if result.get("error_code"):
+                return      # a session error: every partition is fetched again, in full
             found = {(t["topic"], p["partition_index"]): p for t in result["responses"]
                      for p in t["partitions"]}
             for f in fs:
-                if self._current(f):
-                    self._on_fetched(f, found.get(f.part.key))
+                p = found.get(f.part.key)
+                if self._current(f) and (p is not None or not incremental):
+                    self._on_fetched(f, p)
 
         self.requests.send(leader, ApiKey.FETCH, FETCH_VERSION, body, answered)
 

@@ -1,9 +1,10 @@
 """The replica manager: the data APIs for the partitions one broker hosts.
 
-One module of about 1,100 lines, with reason: ReplicaManager is Kafka's
+One module of about 1,250 lines, with reason: ReplicaManager is Kafka's
 class of that name, where a worker's data APIs meet its partitions,
 purgatory and fetchers; each API's handler is short, and the
-per-partition work is in partition.py, purgatory.py and the fetchers.
+per-partition work is in partition.py, purgatory.py, the fetchers and
+fetch_handler.py (the Fetch API).
 
 A worker process is one broker. Its replica manager holds a ``Partition``
 (partition.py) for every topic-partition the controller gave it, and
@@ -13,14 +14,19 @@ serves, for those partitions and no others:
   acks=all (-1) once the high watermark has passed it (a ``DelayedProduce``
   waits for that in the purgatory; while each partition has one replica
   that is at once), acks=0 never answers;
-- Fetch: reads committed batches (below the high watermark) as file
-  regions; a fetch that finds fewer than ``min_bytes`` waits as a
-  ``DelayedFetch`` until appends bring enough or ``max_wait_ms`` passes;
-  one below a tiered partition's local log start waits as a
-  ``DelayedRemoteFetch`` while the remote reader's threads download the
-  segment (storage/remote/remote_log_reader.py), off this thread. A
-  follower's fetch there is answered OFFSET_MOVED_TO_TIERED_STORAGE, as
-  Kafka's: the follower starts its log at the local log start instead
+- Fetch (fetch_handler.py, with incremental fetch sessions:
+  fetch_session.py): reads committed batches (below the high watermark)
+  as file regions; a consumer's partitions with nothing new are answered
+  in C from ``leader_states`` (ext/fetch_state.pyx), which this class
+  publishes each led partition's high watermark, last stable offset, log
+  start offset and leader epoch to wherever they change (``_publish``); a
+  fetch that finds fewer than ``min_bytes`` waits as a ``DelayedFetch``
+  until appends bring enough or ``max_wait_ms`` passes; one below a
+  tiered partition's local log start waits as a ``DelayedRemoteFetch``
+  while the remote reader's threads download the segment
+  (storage/remote/remote_log_reader.py), off this thread. A follower's
+  fetch there is answered OFFSET_MOVED_TO_TIERED_STORAGE, as Kafka's: the
+  follower starts its log at the local log start instead
   (replica_fetcher.py);
 - ListOffsets and OffsetForLeaderEpoch; a lookup by timestamp that needs
   a remote segment waits as a ``DelayedRemoteListOffsets`` while the same
@@ -105,7 +111,8 @@ others go to the next fetch. A follower on this host (its Fetch's
 file rather than the records themselves, and reads them from there
 (storage/local_region.py). Followers' fetches wait in the purgatory under their own key
 (``replica_key``) and are woken by appends; consumers' fetches and acks=all
-produces are woken when the high watermark moves. An acks=all produce is
+produces are woken when the high watermark moves (``_wake_readers``: by
+the partition's key, and the long polls watching its leader state). An acks=all produce is
 refused NOT_ENOUGH_REPLICAS while the ISR is smaller than
 ``min.insync.replicas`` and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND if
 it shrank below it meanwhile; one waiting when this broker stops leading
@@ -132,6 +139,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 from kafkalite import errors
+from kafkalite._ext.fetch_state import LeaderStates
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import IsolationLevel
@@ -144,16 +152,16 @@ from kafkalite.server.replica.partition import (EARLIEST_LOCAL_TIMESTAMP,
 from kafkalite.server.network.per_partition import (Shape, each_partition, name_produce_topics,
                                                     produce_topic_id, produce_topic_name)
 from kafkalite.server.config import ServerConfig
-from kafkalite.server.replica.purgatory import (DelayedDeleteRecords, DelayedFetch, DelayedProduce,
-                                                DelayedRemoteFetch, DelayedRemoteListOffsets,
-                                                Purgatory, replica_key)
+from kafkalite.server.replica.fetch_handler import FetchHandler, watch_key
+from kafkalite.server.replica.fetch_session import FetchSessionCache
+from kafkalite.server.replica.purgatory import (DelayedDeleteRecords, DelayedProduce,
+                                                DelayedRemoteListOffsets, Purgatory, replica_key)
 from kafkalite.server.network.requests import DEFERRED, NO_RESPONSE, RequestContext
 from kafkalite.server.replica.produce_at_once import answer_at_once
 from kafkalite.server.replica.share_partition_manager import SharePartitionManager
 from kafkalite.storage import AppendOrigin, PartitionLog
 from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
 from kafkalite.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
-from kafkalite.storage.local_region import same_host
 from kafkalite.storage.config import ICEBERG_OFF
 from kafkalite.storage.iceberg.partition_writer import ICEBERG_DIR, IcebergTopicWriter
 from kafkalite.storage.remote.remote_log import RemoteReadPending
@@ -162,7 +170,6 @@ from kafkalite.storage.remote.remote_log_reader import RemoteLogReader
 
 log = logging.getLogger("kafkalite.replica_manager")
 
-DEFAULT_FETCH_MAX_BYTES = 52428800        # Kafka's fetch.max.bytes default
 ACTIVE_TICKS = 10          # housekeeping ticks a partition stays active after its log end moved
 SWEEP_S = 30.0             # every partition's housekeeping (retention) runs at least this often
 IO_THREADS = 16            # opening or closing many logs at once: they wait on fsyncs
@@ -171,8 +178,6 @@ PROPOSAL_TIMEOUT_S = 5.0   # an ISR proposal the controller did not answer is ma
 
 PRODUCE = Shape("name", "partition_data", "index",
                 "name", "partition_responses", "index", error_message=True)
-FETCH = Shape("topic", "partitions", "partition",
-              "topic", "partitions", "partition_index")
 LIST_OFFSETS = Shape("name", "partitions", "partition_index",
                      "name", "partitions", "partition_index")
 OFFSET_FOR_LEADER_EPOCH = Shape("topic", "partitions", "partition",
@@ -210,12 +215,6 @@ def delete_records_key(key: tuple[str, int]) -> tuple:
 
 def delete_records_blank() -> dict:
     return {"error_code": 0, "low_watermark": -1}
-
-
-def offset_is_local(part: Partition, data) -> bool:
-    """Whether a read came from a local segment (not a tiered log's remote
-    copy, fetched into a cache a follower on this host cannot rely on)."""
-    return part.log.remote is None or data.fetch_offset >= part.log.local_log_start_offset
 
 
 def alter_replica_log_dirs_response(codes: dict[tuple[str, int], int]) -> dict:
@@ -304,6 +303,11 @@ class ReplicaManager:
         # tells them (learn_partition_counts); None until it has
         self.partition_counts: dict[str, int] | None = None
         self.purgatory = Purgatory()
+        # the partitions led here, as idle fetches of them are answered
+        # (ext/fetch_state.pyx): published wherever their offsets change
+        self.leader_states = LeaderStates()
+        # the Fetch API (fetch_handler.py) and its incremental sessions
+        self.fetches = FetchHandler(self, FetchSessionCache())
         # inside gathered_wakeups: purgatory key -> bytes appended since
         self._woken: dict | None = None
         self._gathered = _GatheredWakeups(self)
@@ -407,18 +411,20 @@ class ReplicaManager:
                 if part.make_leader(spec["leader_epoch"], spec.get("replicas"), spec.get("isr"),
                                     spec.get("partition_epoch", 0)):
                     self.fetcher.stop_following(key)
+                self._publish(part)
                 if part.high_watermark != hw:
                     # a smaller ISR can commit at once: nothing else may come
                     # to wake what waits for it (an acks=all producer waits
                     # before sending more)
-                    self.purgatory.check(key, None)
+                    self._wake_readers(key, None)
                 # a smaller ISR may reach a waiting DeleteRecords' offset
                 self.purgatory.check(delete_records_key(key))
             elif part.make_follower(spec["leader_epoch"], leader, spec.get("replicas") or [],
                                     spec.get("isr") or [], spec.get("partition_epoch", 0)):
                 # waiting produces and fetches are answered NOT_LEADER_OR_FOLLOWER
+                self._publish(part)
                 self.shares.forget(key)
-                self.purgatory.complete_watchers_of(key)
+                self._complete_readers_of(key)
                 self.purgatory.complete_watchers_of(replica_key(key))
                 self.purgatory.complete_watchers_of(delete_records_key(key))
                 self.fetcher.follow(part)
@@ -455,12 +461,13 @@ class ReplicaManager:
         if directory:
             self._dirs[(topic, partition)] = directory
         part = self.partitions.pop((topic, partition), None)
+        self.leader_states.stop_leading(topic, partition)
         self.offline.pop((topic, partition), None)
         self._active.pop((topic, partition), None)
         self._seen_end.pop((topic, partition), None)
         self.fetcher.stop_following((topic, partition))
         self.led_with_followers.discard((topic, partition))
-        self.purgatory.complete_watchers_of((topic, partition))
+        self._complete_readers_of((topic, partition))
         self.purgatory.complete_watchers_of(replica_key((topic, partition)))
         self.purgatory.complete_watchers_of(delete_records_key((topic, partition)))
         self.shares.forget((topic, partition))
@@ -534,6 +541,7 @@ class ReplicaManager:
         write path of produce requests, shared-memory rings and markers."""
         hw = part.log.high_watermark
         info = part.append_as_leader(records, origin)
+        self._publish(part)
         if origin is AppendOrigin.CLIENT and not info.duplicate:
             stats = self.topic_stats.get(part.topic)
             if stats is None:
@@ -550,9 +558,43 @@ class ReplicaManager:
     def _wake(self, key, appended: int) -> None:
         woken = self._woken
         if woken is None:
-            self.purgatory.check(key, appended)
+            self._wake_now(key, appended)
         else:
             woken[key] = woken.get(key, 0) + appended
+
+    def _wake_now(self, key, progress) -> None:
+        if len(key) == 2:           # (topic, partition): consumers' fetches, acks=all produces
+            self._wake_readers(key, progress)
+        else:
+            self.purgatory.check(key, progress)
+
+    def _wake_readers(self, key: tuple[str, int], progress) -> None:
+        """``progress`` on a partition (bytes committed, None: its high
+        watermark moved) for what waits on it: by its purgatory key, and
+        the fetches watching it through the leader states (fetch_handler.py)."""
+        self.purgatory.check(key, progress)
+        if self.leader_states.watching:
+            for waiter in self.leader_states.waiters(*key):
+                self.purgatory.check(watch_key(waiter), progress)
+
+    def _complete_readers_of(self, key: tuple[str, int]) -> None:
+        """The partition is no longer led here: what waits on it is read
+        again and answered now (the table says so first: ``_publish``)."""
+        for waiter in self.leader_states.waiters(*key):
+            self.purgatory.complete_watchers_of(watch_key(waiter))
+        self.purgatory.complete_watchers_of(key)
+
+    def _publish(self, part: Partition) -> None:
+        """Tell the leader states what idle fetches of ``part`` are answered
+        from: after every change of its high watermark, last stable offset,
+        log start offset, leadership or leader epoch."""
+        plog = part.log
+        if part.leader_id == part.broker_id and not plog.closed:
+            self.leader_states.publish(part.topic, part.index, plog.high_watermark,
+                                       plog.last_stable_offset, plog.log_start_offset,
+                                       part.leader_epoch)
+        else:
+            self.leader_states.stop_leading(part.topic, part.index)
 
     def gathered_wakeups(self) -> "_GatheredWakeups":
         """Appends made inside (``with``) wake what waits on their
@@ -567,7 +609,8 @@ class ReplicaManager:
         its log start offset may complete a DeleteRecords; a follower that
         caught up may be proposed back into the ISR."""
         if part.update_follower_end(broker_id, log_end_offset, now, log_start_offset):
-            self.purgatory.check(part.key, None)
+            self._publish(part)
+            self._wake_readers(part.key, None)
         self.purgatory.check(delete_records_key(part.key))     # a dict lookup when none waits
         if broker_id not in part.isr and part.pending_isr is None:
             self._propose(part, now, broker_id)
@@ -901,7 +944,10 @@ class ReplicaManager:
             if name in INTERNAL_TOPICS:
                 raise errors.InvalidTopicError(f"cannot delete records of internal topic {name}")
             part = self.partition(name, p["partition_index"])
-            required, out["low_watermark"] = part.delete_records(p["offset"])
+            try:
+                required, out["low_watermark"] = part.delete_records(p["offset"])
+            finally:
+                self._publish(part)
             if out["low_watermark"] < required:
                 waiting[part.key] = (part, required)
                 # followers waiting in a fetch learn the new log start now,
@@ -931,115 +977,6 @@ class ReplicaManager:
 
     # ---- reads -------------------------------------------------------------------------------
 
-    def _read_fetch(self, body: dict) -> tuple[list, int, list, dict, list]:
-        """Read every partition of a fetch: (response topics, bytes, partition
-        keys, {topic: bytes read for a consumer}, the purgatory keys of the
-        remote segment downloads it waits for: those partitions have no
-        records yet)."""
-        budget = body.get("max_bytes", DEFAULT_FETCH_MAX_BYTES) or DEFAULT_FETCH_MAX_BYTES
-        read_committed = body.get("isolation_level", 0) == IsolationLevel.READ_COMMITTED
-        state = {"budget": budget, "total": 0, "first": True}
-        keys: list = []
-        sent: dict = {}
-        downloads: list = []
-
-        def blank() -> dict:
-            # Kafka answers an erroneous partition with empty records, not null.
-            return {"error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
-                    "log_start_offset": -1,
-                    "aborted_transactions": [] if read_committed else None,
-                    "preferred_read_replica": -1, "records": b""}
-
-        def resolve(topic) -> str:
-            topic_id = topic.get("topic_id")
-            if topic_id is not None and topic_id.int:
-                name = self.topic_names.get(topic_id)
-                if name is None:
-                    raise errors.UnknownTopicIdError(f"no topic with id {topic_id} here")
-                return name
-            return topic.get("topic") or ""
-
-        replica = body.get("replica_id", -1)
-        if (body.get("replica_state") or {}).get("replica_id", -1) >= 0:     # Fetch v15+
-            replica = body["replica_state"]["replica_id"]
-        local = replica >= 0 and same_host(body.get("local_host"))
-        now = time.monotonic()
-
-        def serve(name, topic, fp, out):
-            part = self.partition(name, fp["partition"])
-            part.check_leader_epoch(fp.get("current_leader_epoch", -1))
-            # KIP-74: the first partition with data may overrun the request's
-            # max_bytes by one whole batch; the budget left is then below
-            # zero, and every later partition gets an empty, error-free entry
-            max_bytes = max(0, min(fp.get("partition_max_bytes", 1048576), state["budget"]))
-            try:
-                if replica >= 0:
-                    # a follower: its fetch offset is its log end; it reads
-                    # past the high watermark, up to the log end
-                    keys.append(replica_key(part.key))
-                    offset = fp["fetch_offset"]
-                    if not part.log.log_start_offset <= offset <= part.log.log_end_offset:
-                        raise errors.OffsetOutOfRangeError(
-                            f"follower {replica} fetches {part.name} at {offset}, outside "
-                            f"[{part.log.log_start_offset}, {part.log.log_end_offset}]")
-                    if part.log.remote is not None and offset < part.log.local_log_start_offset:
-                        # KIP-405: the follower starts its log at the local log
-                        # start from the remote metadata, rather than pull the
-                        # remote history through this leader onto its disk
-                        raise errors.OffsetMovedToTieredStorageError(
-                            f"follower {replica} fetches {part.name} at {offset}, below the "
-                            f"local log start {part.log.local_log_start_offset}")
-                    self.update_follower_end(part, replica, offset, now,
-                                             fp.get("log_start_offset", -1))
-                    # at least one whole batch for every partition, or a
-                    # follower could never get past a batch larger than its
-                    # share of the fetch
-                    data = self.read_remote_in_background(
-                        part, lambda: part.log.read(offset, max_bytes, min_one_message=True))
-                else:
-                    keys.append(part.key)
-                    data = self.read_remote_in_background(part, lambda: part.read(
-                        fp["fetch_offset"], max_bytes, min_one_message=state["first"],
-                        read_committed=read_committed))
-            except RemoteReadPending as pending:
-                downloads.append(pending.key)
-                out["high_watermark"] = part.high_watermark
-                out["log_start_offset"] = part.log.log_start_offset
-                return
-            except (errors.OffsetOutOfRangeError, errors.OffsetMovedToTieredStorageError):
-                out["high_watermark"] = part.high_watermark
-                out["log_start_offset"] = part.log.log_start_offset
-                raise
-            out["high_watermark"] = data.high_watermark
-            out["last_stable_offset"] = data.last_stable_offset
-            out["log_start_offset"] = data.log_start_offset
-            if data.aborted_transactions:
-                out["aborted_transactions"] = [
-                    {"producer_id": t.producer_id, "first_offset": t.first_offset}
-                    for t in data.aborted_transactions]
-            if data.region is not None:
-                if local and data.region.length and offset_is_local(part, data):
-                    # a follower on this host reads the region itself
-                    # (storage/local_region.py): where it is, not its bytes
-                    st = os.fstat(data.region.fd)
-                    out["records"] = b""
-                    out["local_region"] = {
-                        "path": os.path.abspath(data.region.file.name), "device": st.st_dev,
-                        "inode": st.st_ino, "position": data.region.position,
-                        "length": data.region.length}
-                else:
-                    # a file region: sendfile over TCP, read for ZeroMQ
-                    out["records"] = data.region
-                state["total"] += data.region.length
-                state["budget"] -= data.region.length
-                state["first"] = False
-                if replica < 0:
-                    sent[name] = sent.get(name, 0) + data.region.length
-
-        topics = each_partition(FETCH, body["topics"], serve, blank, resolve=resolve,
-                                topic_fields=lambda topic: {"topic_id": topic.get("topic_id")})
-        return topics, state["total"], keys, sent, downloads
-
     def read_remote_in_background(self, part: Partition, read):
         """``read()``, with what it needs from a tiered log's remote store
         downloaded on the remote reader's threads (RemoteReadPending meanwhile)."""
@@ -1055,49 +992,8 @@ class ReplicaManager:
         for key in self.remote_reader.completed():
             self.purgatory.check(key, None)
 
-    def _fetch_response(self, topics: list, sent: dict) -> dict:
-        """The Fetch response; what it carries to consumers counts as bytes
-        out (a read a delayed fetch repeats is counted once, when sent)."""
-        for topic, n in sent.items():
-            stats = self.topic_stats.get(topic)
-            if stats is None:
-                stats = self.topic_stats[topic] = [0, 0, 0]
-            stats[2] += n
-        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
-
     def fetch(self, ctx: RequestContext, body: dict):
-        topics, total, keys, sent, downloads = self._read_fetch(body)
-        if downloads:
-            # as Kafka's DelayedRemoteFetch: whatever min_bytes says, the
-            # answer waits for the remote reads, up to remote.fetch.max.wait.ms
-            self._await_remote_reads(
-                ctx, body, time.monotonic() + self.remote_fetch_max_wait_ms / 1000.0, downloads)
-            return DEFERRED
-        min_bytes = max(body.get("min_bytes", 1), 1)
-        wait_ms = body.get("max_wait_ms", 0)
-        if total >= min_bytes or wait_ms <= 0 or not keys:
-            return self._fetch_response(topics, sent)
-
-        def complete() -> None:
-            topics, _, _, sent, _ = self._read_fetch(body)
-            ctx.respond(self._fetch_response(topics, sent))
-        self.purgatory.watch(DelayedFetch(
-            ctx, time.monotonic() + wait_ms / 1000.0, keys, min_bytes, total, complete))
-        return DEFERRED
-
-    def _await_remote_reads(self, ctx: RequestContext, body: dict, deadline: float,
-                            downloads: list) -> None:
-        """Park a fetch until its remote downloads end, then read again: a
-        read that needs the next download (the next transaction index of a
-        read_committed read) parks again until ``deadline``; at the
-        deadline, what is not downloaded goes without records."""
-        def complete(downloaded: bool) -> None:
-            topics, _, _, sent, more = self._read_fetch(body)
-            if more and downloaded and time.monotonic() < deadline:
-                self._await_remote_reads(ctx, body, deadline, more)
-            else:
-                ctx.respond(self._fetch_response(topics, sent))
-        self.purgatory.watch(DelayedRemoteFetch(ctx, deadline, downloads, complete))
+        return self.fetches.fetch(ctx, body)
 
     def share_fetch(self, ctx: RequestContext, body: dict):
         return self.shares.share_fetch(ctx, body)
@@ -1260,6 +1156,7 @@ class ReplicaManager:
                 part.log.housekeeping()
             except KafkaError as exc:
                 log.error("broker %d: housekeeping of %s failed: %s", self.broker_id, part.name, exc)
+            self._publish(part)       # retention may have moved its log start
 
     @property
     def iceberg(self) -> IcebergTopicWriter:
@@ -1338,7 +1235,7 @@ class _GatheredWakeups:
             rm = self._rm
             woken, rm._woken = rm._woken, None
             for key, appended in woken.items():
-                rm.purgatory.check(key, appended)
+                rm._wake_now(key, appended)
         return False
 
 
