@@ -133,12 +133,9 @@ _ERRORS = [
     ("UnknownTopicIdError", 100, "UNKNOWN_TOPIC_ID", True),
     ("BrokerIdNotRegisteredError", 102, "BROKER_ID_NOT_REGISTERED", False),
     ("InconsistentTopicIdError", 103, "INCONSISTENT_TOPIC_ID", True),
-<<<<<<< HEAD
     ("InconsistentClusterIdError", 104, "INCONSISTENT_CLUSTER_ID", False),
-=======
     # an incremental fetch naming topics otherwise than its session does (KIP-516)
     ("FetchSessionTopicIdError", 106, "FETCH_SESSION_TOPIC_ID_ERROR", True),
->>>>>>> wt-72f
     # a follower's fetch below a tiered leader's local log start (KIP-405)
     ("OffsetMovedToTieredStorageError", 109, "OFFSET_MOVED_TO_TIERED_STORAGE", False),
     ("FencedMemberEpochError", 110, "FENCED_MEMBER_EPOCH", False),
