@@ -358,7 +358,10 @@ cdef class FetchPartitionList:
         return {"partition": e.partition, "current_leader_epoch": e.current_leader_epoch,
                 "fetch_offset": e.fetch_offset, "last_fetched_epoch": e.last_fetched_epoch,
                 "log_start_offset": e.log_start_offset,
-                "partition_max_bytes": e.partition_max_bytes, "replica_directory_id": ZERO_UUID}
+                "partition_max_bytes": e.partition_max_bytes, "replica_directory_id": ZERO_UUID,
+                # v18's tagged field (a follower's high watermark), absent below it:
+                # its default, as the generated decoder gives it
+                "high_watermark": INT64_MAX}
 
     cdef list as_list(self):
         cdef Py_ssize_t i

@@ -31,12 +31,8 @@ from kafkalite.protocol.schema import Message
 # v18 (v17 and v18 answer as v16 does)
 PRODUCE_REQUEST_VERSIONS = range(3, 13)
 PRODUCE_RESPONSE_VERSIONS = PRODUCE_REQUEST_VERSIONS
-<<<<<<< HEAD
-FETCH_RESPONSE_VERSIONS = range(4, 19)
-=======
 FETCH_REQUEST_VERSIONS = range(4, 18)
-FETCH_RESPONSE_VERSIONS = range(4, 18)
->>>>>>> wt-72f
+FETCH_RESPONSE_VERSIONS = range(4, 19)
 
 
 def _field_shape(field, version: int):
@@ -56,12 +52,8 @@ def schema_fingerprint(message: Message, versions: range) -> str:
 # the fingerprints ext/produce_fetch.pyx was written and tested for
 _WRITTEN_FOR = {
     ("request", ApiKey.PRODUCE): "16d65059eda2558a",
-<<<<<<< HEAD
-    ("response", ApiKey.FETCH): "cba25ef66c62f13f",        # v17-v18 are v16 (issue 70)
-=======
     ("request", ApiKey.FETCH): "27fb4b75f23449c1",
-    ("response", ApiKey.FETCH): "3a503c3f37257acb",
->>>>>>> wt-72f
+    ("response", ApiKey.FETCH): "cba25ef66c62f13f",        # v17-v18 are v16 (issue 70)
     ("response", ApiKey.PRODUCE): "7e54a92a5bf18f60",
 }
 

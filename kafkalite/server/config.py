@@ -531,15 +531,11 @@ class ServerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise InvalidConfigurationError(f"{name} must be a positive integer, not {value!r}")
-<<<<<<< HEAD
-        if type(self.worker_orphan_timeout_ms) is not int or self.worker_orphan_timeout_ms < -1:
-=======
         slots = self.max_incremental_fetch_session_cache_slots
         if type(slots) is not int or slots < 0:
             raise InvalidConfigurationError(
                 f"max_incremental_fetch_session_cache_slots must be 0 or more, not {slots!r}")
-        if type(self.worker_orphan_timeout_ms) is not int or self.worker_orphan_timeout_ms < 0:
->>>>>>> wt-72f
+        if type(self.worker_orphan_timeout_ms) is not int or self.worker_orphan_timeout_ms < -1:
             raise InvalidConfigurationError(
                 f"worker_orphan_timeout_ms must be a whole number of milliseconds >= 0 "
                 f"(0: exit at once), or -1 (wait for the next supervisor however long), not "
