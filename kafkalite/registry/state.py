@@ -104,14 +104,17 @@ class RegistryState:
     def _apply_schema(self, subject: str, key: dict, value: dict | None) -> None:
         versions = self.subjects.setdefault(subject, {})
         version = int(key["version"]) if value is None else int(value["version"])
-        gone = versions.pop(version, None)
-        if gone is not None:
-            self._drop_use(gone)
         if value is None:
+            gone = versions.pop(version, None)
+            if gone is not None:
+                self._drop_use(gone)
             if not versions:
                 del self.subjects[subject]
             return
         sid = int(value["id"])
+        before = versions.get(version)
+        if before is not None and before.id != sid:
+            self._drop_use(before)          # an import wrote another id there
         self.max_id = max(self.max_id, sid)
         if sid not in self.schemas_by_id:
             stored = StoredSchema(sid, value.get("schemaType") or schemas.AVRO,
