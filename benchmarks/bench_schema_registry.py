@@ -6,7 +6,9 @@
 Each run starts a fresh server (one worker) and measures, in the same run:
 
 - lookups by id: ``GET /schemas/ids/{id}`` (what a deserializer asks on a
-  cache miss), as raw HTTP GETs by ``--clients`` threads at once, each
+  cache miss), with ``--subjects`` other subjects registered first (each
+  with a schema of its own: a lookup must not slow down as they grow), as
+  raw HTTP GETs by ``--clients`` threads at once, each
   over one kept-alive connection (as confluent-kafka's registry client's
   session does); beside it the same number of GETs of the registry's
   trivial ``GET /`` on the same HTTP server: the ceiling the HTTP server
@@ -76,6 +78,26 @@ def gets_per_s(url: str, path: str, total: int, clients: int) -> float:
     return per_client * clients / elapsed
 
 
+def register_others(url: str, count: int) -> None:
+    """``count`` subjects, each with a record schema of its own (``POST
+    /subjects/{s}/versions`` over one kept-alive connection)."""
+    parsed = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
+    try:
+        for i in range(count):
+            schema = json.dumps({"type": "record", "name": f"Other{i}", "fields": [
+                {"name": "n", "type": "long"}]})
+            conn.request("POST", f"/subjects/other-{i}-value/versions",
+                         json.dumps({"schema": schema}),
+                         {"Content-Type": "application/vnd.schemaregistry.v1+json"})
+            resp = conn.getresponse()
+            resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"registering other-{i}-value answered {resp.status}")
+    finally:
+        conn.close()
+
+
 def produce_per_s(bootstrap: str, topic: str, values, serialize=None) -> float:
     """Records/s of confluent-kafka's Producer sending ``values`` (through
     ``serialize`` when given) and flushing them."""
@@ -106,6 +128,7 @@ def one_run(root: str, args) -> dict:
     try:
         url = server.info["schema_registry"]
         registry = SchemaRegistryClient({"url": url})
+        register_others(url, args.subjects)
         sid = registry.register_schema(f"{TOPIC_AVRO}-value", Schema(SCHEMA, "AVRO"))
         gets_per_s(url, f"/schemas/ids/{sid}", 50, 1)        # warm-up: the store's first read
         lookups = gets_per_s(url, f"/schemas/ids/{sid}", args.gets, args.clients)
@@ -135,6 +158,8 @@ def main(argv=None) -> int:
     common.add_rounds(parser, 3, flag="--runs", help="runs, each from a fresh server")
     parser.add_argument("--gets", type=int, default=20_000, help="GETs of each kind per run")
     parser.add_argument("--clients", type=int, default=4, help="client threads for the GETs")
+    parser.add_argument("--subjects", type=int, default=0,
+                        help="other subjects registered before the lookups by id")
     parser.add_argument("--records", type=int, default=100_000,
                         help="records of each kind produced per run")
     common.add_quick(parser, "one short run")
@@ -159,7 +184,8 @@ def main(argv=None) -> int:
                        ("produce, AvroSerializer", "avro_records_per_s"),
                        ("produce, raw bytes", "raw_records_per_s")):
         common.say_runs(label, [r[key] for r in runs])
-    common.say(f"  {args.gets} GETs a kind, {args.clients} client threads, a kept-alive connection each; "
+    common.say(f"  {args.gets} GETs a kind, {args.clients} client threads, a kept-alive connection each, "
+               f"{args.subjects:,} other subjects; "
                f"{args.records:,} records a kind of {runs[0]['value_bytes']} bytes, "
                f"confluent-kafka to the Kafka listener, linger.ms 5")
     if args.json:

@@ -7,8 +7,12 @@ layout, the topic being the source of truth.
 
 - errors.py: Confluent's error codes as one exception type;
 - schemas.py: parsing and the stored and canonical form of each type;
+- avro_schemas.py: Avro's checks of a new schema and Confluent's
+  canonical text of one (its identity);
 - compatibility.py: the seven compatibility levels and each type's rules;
-- store.py: the state rebuilt from ``_schemas`` and the one writer of it;
+- state.py: what ``_schemas`` says, in memory, with its indexes (a
+  schema by id, the versions of an id, an id by identity);
+- store.py: ``_schemas`` read into that state, and the one writer of it;
 - leader.py: which of the cluster's registries writes, and the others'
   forwarding of writes to it;
 - authorization.py: what each route asks of the server's ACLs for the

@@ -183,8 +183,110 @@ def _closed(schema) -> bool:
     return schema.get("additionalProperties", True) is False
 
 
+_COMBINED = ("oneOf", "anyOf", "allOf")
+_SUM = ("oneOf", "anyOf")
+
+
+def _criterion(schema) -> str | None:
+    if not isinstance(schema, dict):
+        return None
+    found = [k for k in _COMBINED if k in schema]
+    return found[0] if len(found) == 1 else None
+
+
+def _subschemas(schema, criterion: str) -> list:
+    out = []
+    for sub in schema[criterion]:
+        if sub not in out:            # Confluent collapses duplicates (a set)
+            out.append(sub)
+    return out
+
+
+def _readable(reader, writer, path: str) -> list:
+    found: list = []
+    _json(reader, writer, path, found)
+    return found
+
+
+def _matching(edges: dict, left: int) -> int:
+    """The size of a maximum matching of the bipartite graph ``edges``
+    (left index -> the right indexes it may pair with): Kuhn's augmenting
+    paths, as Confluent's MaximumCardinalityMatch finds one."""
+    paired: dict = {}
+
+    def augment(i: int, seen: set) -> bool:
+        for j in edges.get(i, ()):
+            if j not in seen:
+                seen.add(j)
+                if j not in paired or augment(paired[j], seen):
+                    paired[j] = i
+                    return True
+        return False
+    return sum(augment(i, set()) for i in range(left))
+
+
+def _json_combined(reader, writer, path: str, out: list) -> bool:
+    """Confluent's SchemaDiff for combined schemas (oneOf, anyOf, allOf);
+    False when neither side is one (the caller compares them)."""
+    rc, wc = _criterion(reader), _criterion(writer)
+    if rc is None and wc is None:
+        return False
+    if wc is None:
+        # a reader's union of one, or a sum type one of whose subschemas reads the writer
+        subs = _subschemas(reader, rc)
+        if (len(subs) == 1 or rc in _SUM) and any(
+                not _readable(sub, writer, f"{path}/{rc}") for sub in subs):
+            return True
+        out.append(f"TYPE_CHANGED at {path}: a schema -> {rc}")
+        return True
+    if rc is None:
+        # a writer's union of one, or a product type one of whose factors the reader reads
+        subs = _subschemas(writer, wc)
+        if (len(subs) == 1 or wc == "allOf") and any(
+                not _readable(reader, sub, f"{path}/{wc}") for sub in subs):
+            return True
+        out.append(f"TYPE_CHANGED at {path}: {wc} -> a schema")
+        return True
+    r_subs, w_subs = _subschemas(reader, rc), _subschemas(writer, wc)
+    if rc != wc and not (rc == "anyOf" or (len(r_subs) == 1 and len(w_subs) == 1)
+                         or (len(w_subs) == 1 and rc == "oneOf")
+                         or (len(r_subs) == 1 and wc == "allOf")):
+        out.append(f"COMBINED_TYPE_CHANGED at {path}: {wc} -> {rc}")
+        return True
+    if len(r_subs) > len(w_subs) and rc == "allOf":
+        out.append(f"PRODUCT_TYPE_EXTENDED at {path}: allOf of {len(w_subs)} -> {len(r_subs)}")
+    elif len(r_subs) < len(w_subs) and wc in _SUM:
+        out.append(f"SUM_TYPE_NARROWED at {path}: {wc} of {len(w_subs)} -> {len(r_subs)}")
+    edges = {i: [j for j, r in enumerate(r_subs) if not _readable(r, w, f"{path}/{wc}/{i}")]
+             for i, w in enumerate(w_subs)}
+    if _matching(edges, len(w_subs)) < min(len(w_subs), len(r_subs)):
+        out.append(f"COMBINED_TYPE_SUBSCHEMAS_CHANGED at {path}: a {wc} subschema is read by "
+                   f"none of the reader's")
+    return True
+
+
+def _json_tuple(reader, writer, path: str, out: list) -> None:
+    """Draft-07 tuple ``items``, position by position (Confluent's
+    ArraySchemaDiff: an item added to an open writer's, or removed from a
+    closed reader's, list is incompatible)."""
+    r_items = reader.get("items") if isinstance(reader.get("items"), list) else None
+    w_items = writer.get("items") if isinstance(writer.get("items"), list) else None
+    if r_items is None and w_items is None:
+        return
+    r_items, w_items = r_items or [], w_items or []
+    for i, (r, w) in enumerate(zip(r_items, w_items)):
+        _json(r, w, f"{path}/items/{i}", out)
+    if len(r_items) > len(w_items) and writer.get("additionalItems", True) is not False and \
+            any(r not in (True, {}) for r in r_items[len(w_items):]):
+        out.append(f"ITEM_ADDED_TO_OPEN_CONTENT_MODEL at {path}: item {len(w_items)}")
+    if len(w_items) > len(r_items) and reader.get("additionalItems", True) is False:
+        out.append(f"ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL at {path}: item {len(r_items)}")
+
+
 def _json(reader, writer, path: str, out: list) -> None:
     """Can data valid under ``writer`` be read under ``reader``?"""
+    if _json_combined(reader, writer, path, out):
+        return
     if reader is True or reader == {}:
         return
     if writer is True or writer == {}:
@@ -214,8 +316,14 @@ def _json(reader, writer, path: str, out: list) -> None:
                          ("minItems", lambda r, w: w is None or r > w)):
         if key in reader and tighter(reader[key], writer.get(key)):
             out.append(f"{key.upper()}_NARROWED at {path}: {writer.get(key)} -> {reader[key]}")
+    if "pattern" in reader and reader["pattern"] != writer.get("pattern"):
+        # Confluent's StringSchemaDiff: PATTERN_ADDED and PATTERN_CHANGED are
+        # not among its compatible changes (PATTERN_REMOVED is)
+        kind = "PATTERN_CHANGED" if "pattern" in writer else "PATTERN_ADDED"
+        out.append(f"{kind} at {path}: {writer.get('pattern')!r} -> {reader['pattern']!r}")
     if "items" in reader and isinstance(reader["items"], dict):
         _json(reader["items"], writer.get("items", True), f"{path}/items", out)
+    _json_tuple(reader, writer, path, out)
     r_props, w_props = reader.get("properties", {}), writer.get("properties", {})
     if not (r_props or w_props or "additionalProperties" in reader or "required" in reader):
         return

@@ -3,11 +3,15 @@
 The paths, query parameters, bodies and error bodies of Confluent's API
 reference (docs.confluent.io, "Schema Registry API Reference"), as its
 clients (confluent-kafka's ``SchemaRegistryClient``, the Java serdes,
-curl) use them. Answers are ``application/vnd.schemaregistry.v1+json``;
-a request body may be that, ``application/json`` or untyped. An error is
-``{"error_code": N, "message": "..."}`` with N's HTTP status (errors.py);
-a path this API does not have is 404 (error_code 404), a method it has
-not for that path 405, a body that is not JSON 400.
+curl) use them. Answers are ``application/vnd.schemaregistry.v1+json``,
+or the type the ``Accept`` header prefers among the three Confluent
+offers (``ANSWER_TYPES``, weighed as its ``@Produces`` weighs them; none
+of them: 406); a request body may be that, ``application/json`` or
+untyped. An error is ``{"error_code": N, "message": "..."}`` with N's
+HTTP status (errors.py); a path this API does not have is 404
+(error_code 404, as is an id that is not a number: JAX-RS finds no
+resource for it), a method it has not for that path 405, a body that is
+not JSON 400.
 
 A write (register, a delete, a config or mode change) is made by the
 registry that leads, the others forwarding it (leader.py); reads are
@@ -30,18 +34,22 @@ from kafkalite.registry import compatibility, leader, schemas
 from kafkalite.registry.authorization import FILTERED, OPEN, Access, Rule
 from kafkalite.registry.errors import (INTERNAL_ERROR, INVALID_VERSION,
                                        SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
-                                       SUBJECT_LEVEL_MODE_NOT_CONFIGURED, RegistryError,
-                                       schema_not_found)
+                                       SUBJECT_LEVEL_MODE_NOT_CONFIGURED, RegistryError)
 from kafkalite.registry.store import SchemaStore
 
 log = logging.getLogger("kafkalite.registry")
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+# what Confluent's resources produce, with the server's weight of each
+# (its Versions: SCHEMA_REGISTRY_V1_JSON_WEIGHTED, ..._DEFAULT_JSON_WEIGHTED
+# "qs=0.9", JSON_WEIGHTED "qs=0.5"): the Accept header's q times it picks one
+ANSWER_TYPES = ((CONTENT_TYPE, 1.0), ("application/vnd.schemaregistry+json", 0.9),
+                ("application/json", 0.5))
 MAX_BODY_BYTES = 16 << 20
 MAX_VERSION = 2 ** 31 - 1
 _STATUS = {200: "200 OK", 400: "400 Bad Request", 401: "401 Unauthorized",
            403: "403 Forbidden", 404: "404 Not Found", 405: "405 Method Not Allowed",
-           409: "409 Conflict", 413: "413 Payload Too Large",
+           406: "406 Not Acceptable", 409: "409 Conflict", 413: "413 Payload Too Large",
            422: "422 Unprocessable Entity", 500: "500 Internal Server Error"}
 
 
@@ -65,6 +73,39 @@ def _truthy(value: str | None) -> bool:
     return (value or "").lower() == "true"
 
 
+def answer_type(accept: str | None) -> str | None:
+    """The type of ANSWER_TYPES the ``Accept`` header takes best (its q
+    times the server's weight; the first offered on a tie); None when it
+    takes none of them. No header takes the first."""
+    if not accept or not accept.strip():
+        return CONTENT_TYPE
+    wanted = []                     # (media range, q)
+    for part in accept.split(","):
+        media, *params = [p.strip() for p in part.split(";")]
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if media:
+            wanted.append((media.lower(), q))
+    best, best_score = None, 0.0
+    for offered, weight in ANSWER_TYPES:
+        major = offered.split("/")[0] + "/*"
+        # the most specific range that matches decides the q
+        q = next((q for m, q in wanted if m == offered), None)
+        if q is None:
+            q = next((q for m, q in wanted if m == major), None)
+        if q is None:
+            q = next((q for m, q in wanted if m == "*/*"), 0.0)
+        if q * weight > best_score:
+            best, best_score = offered, q * weight
+    return best
+
+
 class RegistryApp:
     """The WSGI app over one SchemaStore."""
 
@@ -80,6 +121,7 @@ class RegistryApp:
         self.router = Router((m, t, (h, rule)) for m, t, h, rule in (
             ("GET", "/", self.root, OPEN),
             ("GET", "/schemas/types", self.schema_types, OPEN),
+            ("GET", "/schemas", self.list_schemas, FILTERED),
             ("GET", i, self.schema_by_id, FILTERED),
             ("GET", i + "/schema", self.raw_schema_by_id, FILTERED),
             ("GET", i + "/subjects", self.subjects_by_id, FILTERED),
@@ -117,7 +159,11 @@ class RegistryApp:
     def __call__(self, environ, start_response):
         method = environ.get("REQUEST_METHOD", "GET")
         path = environ.get("PATH_INFO", "") or "/"
+        content_type = answer_type(environ.get("HTTP_ACCEPT"))
         try:
+            if content_type is None:
+                content_type = CONTENT_TYPE
+                raise _HttpError(406, "HTTP 406 Not Acceptable")
             status, body = self._dispatch(method, path, environ)
         except RegistryError as exc:
             status, body = exc.http_status, exc.body()
@@ -129,7 +175,7 @@ class RegistryApp:
         raw = body if isinstance(body, bytes) else \
             body.encode() if isinstance(body, str) else json.dumps(body).encode()
         start_response(_STATUS.get(status, f"{status} Error"),
-                       [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(raw)))])
+                       [("Content-Type", content_type), ("Content-Length", str(len(raw)))])
         return [raw] if method != "HEAD" else []
 
     def _dispatch(self, method: str, path: str, environ):
@@ -201,7 +247,9 @@ class RegistryApp:
         try:
             return int(text)
         except ValueError:
-            raise schema_not_found(f"Schema {text} not found") from None
+            # Confluent's {id} is an Integer path parameter: JAX-RS finds no
+            # resource for "abc" and rest-utils answers a plain 404
+            raise _HttpError(404, "HTTP 404 Not Found") from None
 
     @staticmethod
     def _schema_json(stored, fmt: str | None) -> dict:
@@ -241,8 +289,9 @@ class RegistryApp:
     def _readable_schema(self, sid: int, access):
         """The schema of ``sid`` if the user may Read some subject it is
         registered under (a super user: any schema); 40301 otherwise."""
-        stored = self.store.read().schema(sid)
-        subjects = sorted({v.subject for v in self._uses(sid, True)})
+        st = self.store.read()
+        stored = st.schema(sid)
+        subjects = sorted({v.subject for v in st.uses(sid, True)})
         if any(access.may_subject(Op.READ, s, audit=False) for s in subjects):
             return stored
         # denied: audited once, under its first subject (the cluster when none has it)
@@ -255,7 +304,12 @@ class RegistryApp:
     def schema_by_id(self, sid, query, body, access):
         with self.store.lock:
             stored = self._readable_schema(self._id(sid), access)
-            return self._schema_json(stored, query.get("format"))
+            out = self._schema_json(stored, query.get("format"))
+            if _truthy(query.get("fetchMaxId")):
+                # the highest id given (Confluent's idGenerator.getMaxId): a
+                # client learns ids it has not seen yet
+                out["maxId"] = self.store.state.max_id
+            return out
 
     def raw_schema_by_id(self, sid, query, body, access):
         with self.store.lock:
@@ -268,7 +322,7 @@ class RegistryApp:
         none such)."""
         st = self.store.read()
         st.schema(sid)
-        uses = [v for s in sorted(st.subjects) for v in st.versions(s, deleted) if v.id == sid]
+        uses = st.uses(sid, deleted)
         if access is None:
             return uses
         seen = [v for v in uses if access.sees_subject(v.subject)]
@@ -304,6 +358,29 @@ class RegistryApp:
                 elif live or (deleted and st.versions(s, True)):
                     out.append(s)
             return out
+
+    def list_schemas(self, query, body, access):
+        """``GET /schemas``: every version of the subjects under
+        ``subjectPrefix`` the user may Read, by subject and version
+        (``deleted``, ``latestOnly``, then ``offset`` and ``limit``), as
+        Confluent's SchemasResource.getSchemas."""
+        prefix = query.get("subjectPrefix", "")
+        deleted, latest_only = _truthy(query.get("deleted")), _truthy(query.get("latestOnly"))
+        try:
+            offset, limit = int(query.get("offset", 0)), int(query.get("limit", -1))
+        except ValueError:
+            raise _HttpError(404, "HTTP 404 Not Found") from None    # an int query parameter
+        out = []
+        with self.store.lock:
+            st = self.store.read()
+            for s in sorted(st.subjects):
+                if not s.startswith(prefix) or not access.may_subject(Op.READ, s, audit=False):
+                    continue
+                versions = st.versions(s, deleted)
+                for v in versions[-1:] if latest_only else versions:
+                    out.append(self._version_json(st, v))
+        out = out[max(offset, 0):]
+        return out[:limit] if limit >= 0 else out
 
     def register(self, subject, query, body):
         schema_type, schema, refs = self._schema_fields(body)
@@ -384,7 +461,7 @@ class RegistryApp:
         with self.store.lock:
             st = self.store.read()
             parsed = schemas.parse(schema_type, schema, st.resolve(refs),
-                                   _truthy(query.get("normalize")))
+                                   _truthy(query.get("normalize")), new=True)
             level = st.level(subject)
             live = st.versions(subject)
             if version is not None:

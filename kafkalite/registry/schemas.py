@@ -7,9 +7,11 @@ types another subject defines, for Protobuf the imports, for JSON Schema
 the ``$ref`` targets). ``parse`` checks it with the type's own library and
 answers a ``ParsedSchema``:
 
-- ``text``: what is stored and served back. Avro and JSON Schema: the
-  JSON, compacted (Confluent's ``canonicalString``); with ``normalize``,
-  names fully qualified and keys in one order as well. Protobuf: as sent,
+- ``text``: what is stored and served back. Avro: as Avro Java writes
+  it, Confluent's ``canonicalString`` (avro_schemas.py); with
+  ``normalize``, names fully qualified and keys in one order. JSON Schema:
+  the JSON, compacted (Confluent's ``canonicalString``); with
+  ``normalize``, keys sorted. Protobuf: as sent,
   ``.proto`` text (Java clients) or a base64 ``FileDescriptorProto``
   (confluent-kafka's Python serializer).
 - ``identity``: equal for two registrations that are the same schema, the
@@ -18,11 +20,18 @@ answers a ``ParsedSchema``:
 - ``formatted("serialized")``: a Protobuf schema as a base64 descriptor,
   what confluent-kafka's deserializer asks for.
 
-Libraries: fastavro parses and checks Avro (names, defaults, references
-as named types) and avro's ``Schema`` is built for compatibility.py;
-proto-schema-parser reads ``.proto`` text, protobuf's ``DescriptorPool``
-resolves and checks it; jsonschema checks a JSON Schema against its
-draft's metaschema.
+A reference's own references are followed, as Confluent's
+``AbstractSchemaProvider.resolveReferences`` follows them: ``references``
+names the schema's own, and each parse takes their whole closure
+(``closure``), dependencies first.
+
+Libraries: fastavro parses and checks Avro (defaults, references as named
+types), avro's parser its names for a new schema (avro_schemas.py), and
+avro's ``Schema`` is built for compatibility.py; proto-schema-parser reads
+``.proto`` text, protobuf's ``DescriptorPool`` resolves and checks it;
+jsonschema checks a JSON Schema against its draft's metaschema, draft-07
+when it names none (``$schema``), as Confluent's JSON Schema provider
+does.
 
 Who may call: store.py and compatibility.py, on any thread (nothing here
 keeps state).
@@ -69,16 +78,19 @@ class ParsedSchema:
 
 
 def parse(schema_type: str | None, text, references: dict | None = None,
-          normalize: bool = False) -> ParsedSchema:
+          normalize: bool = False, new: bool = False) -> ParsedSchema:
     """``references``: reference name -> its ParsedSchema (store.py
-    resolves them). Raises RegistryError 42201 naming what is wrong."""
+    resolves them). ``new``: a schema registered (or checked) anew, which
+    Confluent checks more strictly than one already stored (Avro's names
+    and union defaults: avro_schemas.py). Raises RegistryError 42201
+    naming what is wrong."""
     schema_type = schema_type or AVRO
     if not isinstance(text, str) or not text.strip():
         raise invalid("'schema' must be a non-empty string")
     references = references or {}
     try:
         if schema_type == AVRO:
-            return _parse_avro(text, references, normalize)
+            return _parse_avro(text, references, normalize, new)
         if schema_type == PROTOBUF:
             return _parse_protobuf(text, references)
         if schema_type == JSON:
@@ -93,30 +105,49 @@ def _compact(obj) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
+def closure(references: dict) -> dict:
+    """Reference name -> ParsedSchema of ``references`` and of their own
+    references, all the way down, each after what it references (the
+    order a parser must see them in); a name met twice is taken once."""
+    out: dict = {}
+
+    def visit(refs: dict) -> None:
+        for name, ref in refs.items():
+            if name not in out:
+                visit(ref.references)
+                out.setdefault(name, ref)
+    visit(references)
+    return out
+
+
 # ---- Avro ---------------------------------------------------------------------------------
 
-def _parse_avro(text: str, references: dict, normalize: bool) -> ParsedSchema:
-    import fastavro
+def _parse_avro(text: str, references: dict, normalize: bool, new: bool) -> ParsedSchema:
     from fastavro.schema import SchemaParseException, UnknownType
+
+    from kafkalite.registry import avro_schemas
     try:
         obj = json.loads(text)
     except ValueError:
         obj = text.strip()          # a bare primitive name: "string"
         if obj.startswith(("{", "[", '"')):
             raise invalid("not JSON")
-    named: dict = {}
+    every = list(closure(references).values())
     try:
-        for ref in references.values():
-            fastavro.parse_schema(ref.parsed, named_schemas=named, _write_hint=False)
-        fastavro.parse_schema(obj, named_schemas=named, _write_hint=False)
+        named = avro_schemas.parse(obj, every)
+        if new:
+            avro_schemas.check_new(obj, every, named)
     except UnknownType as exc:
         raise invalid(f"unknown type {exc.name!r}") from None
     except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise invalid(str(exc) or type(exc).__name__) from None
-    if normalize:
-        obj = _normalized_avro(obj, None)
-    stored = _compact(obj)
-    return ParsedSchema(AVRO, stored, stored, obj, references)
+    form = avro_schemas.canonical(obj, every)
+    obj = _normalized_avro(obj, None) if normalize else form
+    # the identity is the canonical form's, whichever text is stored (a
+    # normalized one is the same schema), and ignores the order of a
+    # property's keys too (Avro Java keeps that order in its text)
+    return ParsedSchema(AVRO, _compact(obj),
+                        json.dumps(form, sort_keys=True, separators=(",", ":")), obj, references)
 
 
 # The order of Avro's Parsing Canonical Form, with the attributes it drops
@@ -163,7 +194,7 @@ def avro_schema(parsed: ParsedSchema):
     for avro.compatibility."""
     import avro.schema
     names = avro.schema.Names()
-    for ref in parsed.references.values():
+    for ref in closure(parsed.references).values():
         avro.schema.make_avsc_object(ref.parsed, names)
     return avro.schema.make_avsc_object(parsed.parsed, names)
 
@@ -213,6 +244,7 @@ def _resolve_proto(proto, references: dict):
     from google.protobuf import descriptor_pb2, descriptor_pool
     pool = descriptor_pool.DescriptorPool()
     added: set = set()
+    references = closure(references)        # an import's own imports too
 
     def add(name: str, fdp) -> None:
         if name in added:
@@ -439,7 +471,10 @@ def _parse_json_schema(text: str, references: dict, normalize: bool) -> ParsedSc
     if not isinstance(obj, (dict, bool)):
         raise invalid("a JSON Schema is an object or a boolean")
     try:
-        jsonschema.validators.validator_for(obj).check_schema(obj)
+        # no $schema: draft-07, Confluent's default (JsonSchema's
+        # DEFAULT_SPEC_VERSION), so draft-07's tuple "items" is valid
+        jsonschema.validators.validator_for(
+            obj, default=jsonschema.Draft7Validator).check_schema(obj)
     except jsonschema.SchemaError as exc:
         raise invalid(exc.message) from None
     if normalize:

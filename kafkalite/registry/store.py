@@ -1,8 +1,9 @@
-"""The registry's state, rebuilt from the ``_schemas`` topic, and its one writer.
+"""The ``_schemas`` topic read into the registry's state, and its one writer.
 
 The ``_schemas`` topic (one partition, ``cleanup.policy=compact``) is the
-source of truth; this module keeps what it says in memory and is the only
-thing that writes to it. Records use Confluent Schema Registry's layout,
+source of truth; this module reads it into a RegistryState (state.py:
+what it says, in memory, with its indexes) and is the only thing that
+writes to it. Records use Confluent Schema Registry's layout,
 JSON keys and values (``magic`` as Confluent writes it)::
 
     {"keytype":"SCHEMA","subject":S,"version":V,"magic":1}
@@ -62,7 +63,6 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 
 from kafkalite.registry import compatibility, schemas
 from kafkalite.registry.errors import (INCOMPATIBLE_SCHEMA, INVALID_COMPATIBILITY_LEVEL,
@@ -70,14 +70,14 @@ from kafkalite.registry.errors import (INCOMPATIBLE_SCHEMA, INVALID_COMPATIBILIT
                                        SCHEMA_VERSION_NOT_SOFT_DELETED,
                                        SCHEMA_VERSION_SOFT_DELETED, STORE_ERROR, STORE_TIMEOUT,
                                        SUBJECT_NOT_SOFT_DELETED, SUBJECT_SOFT_DELETED,
-                                       UNKNOWN_LEADER, RegistryError, schema_not_found, subject_not_found,
-                                       version_not_found)
+                                       UNKNOWN_LEADER, RegistryError, schema_not_found,
+                                       subject_not_found)
+from kafkalite.registry.state import (SCHEMAS_TOPIC, RegistryState, StoredSchema,
+                                      SubjectVersion, identity)
 
 log = logging.getLogger("kafkalite.registry")
 
-SCHEMAS_TOPIC = "_schemas"
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
-DEFAULT_MODE = "READWRITE"
 STORE_TIMEOUT_S = 30.0
 CATCH_UP_FETCH_WAIT_MS = 10
 # short: a fetch that carries only a transaction's marker moves the position
@@ -94,156 +94,6 @@ class NotLeader(RegistryError):
 
     def __init__(self, message: str):
         super().__init__(UNKNOWN_LEADER, message)
-
-
-@dataclass
-class StoredSchema:
-    """One global id: its schema, and each (subject, version) that names it."""
-    id: int
-    schema_type: str
-    text: str
-    references: list               # [{"name", "subject", "version"}]
-    parsed: schemas.ParsedSchema | None
-
-
-@dataclass
-class SubjectVersion:
-    subject: str
-    version: int
-    id: int
-    deleted: bool = False
-
-
-@dataclass
-class RegistryState:
-    """What the topic says, applied record by record (``apply``)."""
-    schemas_by_id: dict = field(default_factory=dict)        # id -> StoredSchema
-    ids_by_identity: dict = field(default_factory=dict)      # (type, identity, refs) -> id
-    subjects: dict = field(default_factory=dict)             # subject -> {version: SubjectVersion}
-    configs: dict = field(default_factory=dict)              # subject | None -> level
-    modes: dict = field(default_factory=dict)                # subject | None -> mode
-    max_id: int = 0
-    leader: dict | None = None                               # {"url", "instance"}
-
-    def apply(self, key: dict, value: dict | None) -> None:
-        kind = key.get("keytype")
-        subject = key.get("subject")
-        if kind == "SCHEMA":
-            versions = self.subjects.setdefault(subject, {})
-            if value is None:
-                gone = versions.pop(key["version"], None)
-                if not versions:
-                    del self.subjects[subject]
-                if gone is not None and not any(v.id == gone.id for vs in self.subjects.values()
-                                                for v in vs.values()):
-                    # no subject names the id any more: it is gone (and never given again)
-                    stored = self.schemas_by_id.pop(gone.id)
-                    if stored.parsed is not None:
-                        self.ids_by_identity.pop(self._identity(stored.parsed), None)
-                return
-            sid = int(value["id"])
-            self.max_id = max(self.max_id, sid)
-            if sid not in self.schemas_by_id:
-                stored = StoredSchema(sid, value.get("schemaType") or schemas.AVRO,
-                                      value["schema"], value.get("references") or [], None)
-                stored.parsed = self._parse(stored)
-                self.schemas_by_id[sid] = stored
-                if stored.parsed is not None:
-                    self.ids_by_identity.setdefault(self._identity(stored.parsed), sid)
-            versions[int(value["version"])] = SubjectVersion(
-                subject, int(value["version"]), sid, bool(value.get("deleted", False)))
-        elif kind == "CONFIG":
-            if value is None:
-                self.configs.pop(subject, None)
-            else:
-                self.configs[subject] = value["compatibilityLevel"]
-        elif kind == "MODE":
-            if value is None:
-                self.modes.pop(subject, None)
-            else:
-                self.modes[subject] = value["mode"]
-        elif kind == "DELETE_SUBJECT" and value is not None:
-            for v in self.subjects.get(subject, {}).values():
-                if v.version <= int(value["version"]):
-                    v.deleted = True
-        elif kind == "MAX_ID" and value is not None:
-            self.max_id = max(self.max_id, int(value["id"]))
-        elif kind == "LEADER":
-            self.leader = value
-
-    def _parse(self, stored: StoredSchema) -> schemas.ParsedSchema | None:
-        try:
-            return schemas.parse(stored.schema_type, stored.text, self.resolve(stored.references))
-        except RegistryError as exc:
-            log.warning("schema id %d in %s no longer parses: %s", stored.id, SCHEMAS_TOPIC,
-                        exc.message)
-            return None
-
-    @staticmethod
-    def _identity(parsed: schemas.ParsedSchema) -> tuple:
-        refs = tuple(sorted((name, r.identity) for name, r in parsed.references.items()))
-        return (parsed.schema_type, parsed.identity, refs)
-
-    def resolve(self, references: list) -> dict:
-        """Reference name -> ParsedSchema of each reference (with the
-        references' own references); 42201 for one that is not there."""
-        out = {}
-        for ref in references or []:
-            try:
-                name, subject, version = ref["name"], ref["subject"], int(ref["version"])
-            except (KeyError, TypeError, ValueError):
-                raise schemas.invalid(f"a reference needs name, subject and version: {ref}") \
-                    from None
-            v = self.subjects.get(subject, {}).get(version)
-            if v is None:
-                raise schemas.invalid(f"reference {name!r}: version {version} of subject "
-                                      f"{subject!r} does not exist")
-            stored = self.schemas_by_id[v.id]
-            if stored.parsed is None:
-                raise schemas.invalid(f"reference {name!r} does not parse")
-            out[name] = stored.parsed
-        return out
-
-    # ---- reads ----------------------------------------------------------------------------
-
-    def versions(self, subject: str, deleted: bool = False) -> list[SubjectVersion]:
-        return [v for _, v in sorted(self.subjects.get(subject, {}).items())
-                if deleted or not v.deleted]
-
-    def live_subject(self, subject: str, deleted: bool = False) -> list[SubjectVersion]:
-        """The subject's versions; 40401 when it has none (live, or at all
-        with ``deleted``)."""
-        versions = self.versions(subject, deleted)
-        if not versions:
-            raise subject_not_found(subject)
-        return versions
-
-    def version(self, subject: str, version, deleted: bool = False) -> SubjectVersion:
-        versions = self.live_subject(subject, deleted)
-        if version in ("latest", -1):
-            return versions[-1]
-        for v in versions:
-            if v.version == version:
-                return v
-        raise version_not_found(subject, version)
-
-    def schema(self, sid: int) -> StoredSchema:
-        stored = self.schemas_by_id.get(sid)
-        if stored is None:
-            raise schema_not_found()
-        return stored
-
-    def level(self, subject: str | None) -> str:
-        return self.configs.get(subject) or self.configs.get(None) or compatibility.DEFAULT_LEVEL
-
-    def mode(self, subject: str | None) -> str:
-        return self.modes.get(subject) or self.modes.get(None) or DEFAULT_MODE
-
-    def referenced_by(self, subject: str, version: int) -> list[int]:
-        return sorted({v.id for versions in self.subjects.values() for v in versions.values()
-                       if not v.deleted and any(
-                           r.get("subject") == subject and int(r.get("version", -1)) == version
-                           for r in self.schemas_by_id[v.id].references)})
 
 
 def _key(keytype: str, subject=None, version=None) -> dict:
@@ -488,12 +338,16 @@ class SchemaStore:
             self.catch_up()
             st = self.state
             self._writable(subject, importing=sid is not None)
-            parsed = schemas.parse(schema_type, text, st.resolve(references), normalize)
-            identity = st._identity(parsed)
+            refs = st.pinned(references)
+            # an imported schema (an id given) is not checked as a new one, as in Confluent
+            parsed = schemas.parse(schema_type, text, st.resolve(refs), normalize,
+                                   new=sid is None)
+            key = identity(parsed, refs)
             live = st.versions(subject)
             for v in live:
                 stored = st.schemas_by_id[v.id]
-                if stored.parsed is not None and st._identity(stored.parsed) == identity:
+                if stored.parsed is not None and \
+                        identity(stored.parsed, stored.references) == key:
                     if sid is not None and sid != v.id:
                         break                  # an import may give the same schema another id
                     return v.id, v.version, parsed
@@ -506,13 +360,14 @@ class SchemaStore:
                         st.level(subject), previous, reasons))
             if sid is not None:
                 existing = st.schemas_by_id.get(sid)
-                if existing is not None and (existing.parsed is None
-                                             or st._identity(existing.parsed) != identity):
+                if existing is not None and (
+                        existing.parsed is None
+                        or identity(existing.parsed, existing.references) != key):
                     raise RegistryError(OPERATION_NOT_PERMITTED,
                                         f"Overwrite new schema with id {sid} is not permitted: "
                                         f"the id names another schema")
             else:
-                sid = st.ids_by_identity.get(identity) or st.max_id + 1
+                sid = st.ids_by_identity.get(key) or st.max_id + 1
             every = st.versions(subject, deleted=True)
             if version is None:
                 version = (every[-1].version if every else 0) + 1
@@ -520,7 +375,7 @@ class SchemaStore:
                 raise RegistryError(OPERATION_NOT_PERMITTED,
                                     f"Version {version} of subject {subject} exists already")
             stored = st.schemas_by_id.get(sid) or StoredSchema(
-                sid, parsed.schema_type, parsed.text, list(references or []), parsed)
+                sid, parsed.schema_type, parsed.text, refs, parsed)
             self._write([(_key("SCHEMA", subject, version),
                           _schema_value(subject, version, stored, False))])
             return sid, version, parsed
@@ -530,11 +385,13 @@ class SchemaStore:
         with self.lock:
             st = self.read()
             versions = st.live_subject(subject, deleted)
-            parsed = schemas.parse(schema_type, text, st.resolve(references), normalize)
-            identity = st._identity(parsed)
+            refs = st.pinned(references)
+            parsed = schemas.parse(schema_type, text, st.resolve(refs), normalize)
+            key = identity(parsed, refs)
             for v in reversed(versions):
                 stored = st.schemas_by_id[v.id]
-                if stored.parsed is not None and st._identity(stored.parsed) == identity:
+                if stored.parsed is not None and \
+                        identity(stored.parsed, stored.references) == key:
                     return v
             raise schema_not_found()
 

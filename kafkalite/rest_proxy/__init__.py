@@ -1,4 +1,4 @@
-"""An HTTP proxy speaking Confluent REST Proxy's API (v3 and v2's consumers).
+"""An HTTP proxy speaking Confluent REST Proxy's API (v3, and v2's consumers and metadata).
 
 What it holds: the HTTP handlers of Confluent REST Proxy's documented API
 (docs.confluent.io, "API Reference for Confluent REST Proxy"):
@@ -11,12 +11,20 @@ What it holds: the HTTP handlers of Confluent REST Proxy's documented API
 - schemas.py: the registry's embedded formats (Avro, Protobuf, JSON
   Schema) for v2 and v3 produce and v2's consumer instances, by
   confluent-kafka's serializers on the node's own schema registry;
-- v3.py: clusters, brokers, topics, partitions, configs, consumer groups;
+- cluster_view.py: what the resource handlers share (the cluster id,
+  metadata, Confluent's resource and list shapes);
+- v3.py: clusters, brokers, topics, partitions and their replicas;
+- v3_configs.py: a topic's and a broker's configs, the cluster's broker
+  defaults (get, set, reset, ``configs:alter``);
+- v3_groups.py: consumer groups, their consumers and assignments, lags;
+- v2_metadata.py: v2's topics, partitions (with their offsets) and brokers;
 - consumers.py: v2's consumer instances (create, subscribe, records,
-  offsets, delete) and their idle timer;
+  offsets, delete) and their idle timer; consumer_positions.py their
+  assignments and positions (seek);
 - authorization.py: what each request asks of the server's authorizer
   for the user logged in (the proxy's clients are the server's own);
-- app.py: the WSGI app that routes to the three above.
+- app.py: the WSGI app that routes to the handlers above (and v2's
+  produce, to a topic or one partition).
 
 Which process runs it: the supervisor of ``kafkalite server``, on a port of
 its own (``rest_proxy_port``, 8082) served by kafkalite's one HTTP server

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import logging
 
@@ -30,7 +31,10 @@ from kafkalite.rest_proxy.records import RecordProducer
 from kafkalite.rest_proxy.schemas import (KEY_SCHEMA_MISSING, VALUE_SCHEMA_MISSING,
                                           SchemaFormats, subject_of)
 from kafkalite.rest_proxy.stream import produce_stream
+from kafkalite.rest_proxy.v2_metadata import MetadataResources
 from kafkalite.rest_proxy.v3 import ClusterResources
+from kafkalite.rest_proxy.v3_configs import BROKER, CLUSTER, TOPIC, ConfigResources
+from kafkalite.rest_proxy.v3_groups import GroupResources
 
 log = logging.getLogger("kafkalite.rest_proxy")
 
@@ -49,38 +53,84 @@ class ProxyApp:
         from kafkalite.client import AdminClient
         self.admin = AdminClient(client_config)
         self.v3 = ClusterResources(self.admin)
+        self.v2 = MetadataResources(self.admin)
+        self.configs = ConfigResources(self.admin)
+        self.groups = GroupResources(self.admin)
         self.schemas = SchemaFormats(self.admin, client_config)
         self.producer = RecordProducer(client_config, self.admin, self.schemas)
         self.consumers = ConsumerInstances(client_config, instance_timeout_ms, self.schemas)
-        c, v3, ci = "/v3/clusters/{cluster}", self.v3, self.consumers
+        self.router = Router(self._routes())
+
+    def _routes(self) -> list:
+        c, v3, v2, cfg, g, ci = ("/v3/clusters/{cluster}", self.v3, self.v2, self.configs,
+                                 self.groups, self.consumers)
+        t, grp = c + "/topics/{topic}", c + "/consumer-groups/{group}"
         inst = "/consumers/{group}/instances/{instance}"
-        self.router = Router([
+        scoped = functools.partial
+        return [
             ("GET", "/", lambda req: http.Answer(200, {})),
             ("GET", "/v3/clusters", v3.list_clusters),
             ("GET", c, v3.get_cluster),
             ("GET", c + "/brokers", v3.list_brokers),
+            ("GET", c + "/brokers/-/configs", cfg.list_every_broker),
             ("GET", c + "/brokers/{broker}", v3.get_broker),
+            ("GET", c + "/brokers/{broker}/partition-replicas", v3.broker_replicas),
+            ("GET", c + "/brokers/{broker}/configs", scoped(cfg.list, BROKER)),
+            ("POST", c + "/brokers/{broker}/configs:alter", scoped(cfg.alter, BROKER)),
+            ("GET", c + "/brokers/{broker}/configs/{name}", scoped(cfg.get, BROKER)),
+            ("PUT", c + "/brokers/{broker}/configs/{name}", scoped(cfg.put, BROKER)),
+            ("DELETE", c + "/brokers/{broker}/configs/{name}", scoped(cfg.delete, BROKER)),
+            ("GET", c + "/broker-configs", scoped(cfg.list, CLUSTER)),
+            ("POST", c + "/broker-configs:alter", scoped(cfg.alter, CLUSTER)),
+            ("GET", c + "/broker-configs/{name}", scoped(cfg.get, CLUSTER)),
+            ("PUT", c + "/broker-configs/{name}", scoped(cfg.put, CLUSTER)),
+            ("DELETE", c + "/broker-configs/{name}", scoped(cfg.delete, CLUSTER)),
             ("GET", c + "/topics", v3.list_topics),
             ("POST", c + "/topics", v3.create_topic),
-            ("GET", c + "/topics/{topic}", v3.get_topic),
-            ("DELETE", c + "/topics/{topic}", self.delete_topic),
-            ("GET", c + "/topics/{topic}/partitions", v3.list_partitions),
-            ("GET", c + "/topics/{topic}/partitions/{partition}", v3.get_partition),
-            ("GET", c + "/topics/{topic}/configs", v3.list_topic_configs),
-            ("POST", c + "/topics/{topic}/records", self.produce_v3),
-            ("GET", c + "/consumer-groups", v3.list_groups),
-            ("GET", c + "/consumer-groups/{group}", v3.get_group),
-            ("GET", c + "/consumer-groups/{group}/lag-summary", v3.group_lag_summary),
+            ("GET", t, v3.get_topic),
+            ("DELETE", t, self.delete_topic),
+            ("GET", t + "/partitions", v3.list_partitions),
+            ("GET", t + "/partitions/{partition}", v3.get_partition),
+            ("GET", t + "/partitions/{partition}/replicas", v3.list_replicas),
+            ("GET", t + "/partitions/{partition}/replicas/{broker}", v3.get_replica),
+            ("GET", t + "/configs", scoped(cfg.list, TOPIC)),
+            ("POST", t + "/configs:alter", scoped(cfg.alter, TOPIC)),
+            ("GET", t + "/configs/{name}", scoped(cfg.get, TOPIC)),
+            ("PUT", t + "/configs/{name}", scoped(cfg.put, TOPIC)),
+            ("DELETE", t + "/configs/{name}", scoped(cfg.delete, TOPIC)),
+            ("POST", t + "/records", self.produce_v3),
+            ("GET", c + "/consumer-groups", g.list_groups),
+            ("GET", grp, g.get_group),
+            ("GET", grp + "/lag-summary", g.group_lag_summary),
+            ("GET", grp + "/lags", g.list_lags),
+            ("GET", grp + "/lags/{topic}/partitions/{partition}", g.get_lag),
+            ("GET", grp + "/consumers", g.list_consumers),
+            ("GET", grp + "/consumers/{consumer}", g.get_consumer),
+            ("GET", grp + "/consumers/{consumer}/assignments", g.list_assignments),
+            ("GET", grp + "/consumers/{consumer}/assignments/{topic}/partitions/{partition}",
+             g.get_assignment),
+            ("GET", "/topics", v2.list_topics),
+            ("GET", "/topics/{topic}", v2.get_topic),
             ("POST", "/topics/{topic}", self.produce_v2),
+            ("GET", "/topics/{topic}/partitions", v2.list_partitions),
+            ("GET", "/topics/{topic}/partitions/{partition}", v2.get_partition),
+            ("POST", "/topics/{topic}/partitions/{partition}", self.produce_v2_partition),
+            ("GET", "/topics/{topic}/partitions/{partition}/offsets", v2.partition_offsets),
+            ("GET", "/brokers", v2.list_brokers),
             ("POST", "/consumers/{group}", ci.create),
             ("DELETE", inst, ci.delete),
             ("POST", inst + "/subscription", ci.subscribe),
             ("GET", inst + "/subscription", ci.subscription),
             ("DELETE", inst + "/subscription", ci.unsubscribe),
+            ("POST", inst + "/assignments", ci.assign),
+            ("GET", inst + "/assignments", ci.assignments),
+            ("POST", inst + "/positions", ci.seek),
+            ("POST", inst + "/positions/beginning", ci.seek_to_beginning),
+            ("POST", inst + "/positions/end", ci.seek_to_end),
             ("GET", inst + "/records", ci.records),
             ("POST", inst + "/offsets", ci.commit),
             ("GET", inst + "/offsets", ci.committed),
-        ])
+        ]
 
     def close(self) -> None:
         self.consumers.close()
@@ -136,7 +186,13 @@ class ProxyApp:
         return http.Answer(answer["error_code"] if answer["error_code"] < 1000
                            else int(str(answer["error_code"])[:3]), answer)
 
-    def produce_v2(self, req, topic):
+    def produce_v2_partition(self, req, topic, partition):
+        """v2's ``POST /topics/{t}/partitions/{p}``: the topic's produce,
+        every record to partition ``p`` (40402 when the topic has none)."""
+        self.v2.partition_metadata(req, topic, partition)
+        return self.produce_v2(req, topic, int(partition))
+
+    def produce_v2(self, req, topic, partition: int | None = None):
         """v2's ``POST /topics/{t}``: ``{"records": [{"key", "value",
         "partition"}]}`` in the embedded format of the content type (json,
         binary, or avro, protobuf, jsonschema with ``key_schema`` /
@@ -191,7 +247,7 @@ class ProxyApp:
             return {"type": fmt if fmt in ("JSON", "BINARY") else "JSON", "data": r[field]}
         cluster_id = self.v3.cluster_id()
         chunks = [json.dumps({
-            "partition_id": r.get("partition"),
+            "partition_id": r.get("partition") if partition is None else partition,
             **({"key": data("key", r, i)} if r.get("key") is not None else {}),
             **({"value": data("value", r, i)} if "value" in r else {}),
         }).encode() for i, r in enumerate(records)]

@@ -9,21 +9,27 @@ rules; webconsole/authorization.py does the same for the console):
 - producing (v3 ``POST .../records``, v2 ``POST /topics/{t}``): Write on
   the topic (Produce; it implies the Describe of the producer's Metadata
   and the IdempotentWrite of its InitProducerId, as in Kafka 3.x);
-- topics: Describe to get one, its partitions (Metadata); the list
-  (Metadata of all topics) leaves out those not describable, unaudited;
-  Create on the cluster or the topic to create (CreateTopics), Delete to
-  delete (DeleteTopics); DescribeConfigs to read its configs;
+- topics (v3 and v2): Describe to get one, its partitions and their
+  replicas, a partition's offsets (Metadata, ListOffsets); the list
+  (Metadata of all topics; a broker's partition replicas) leaves out
+  those not describable, unaudited; Create on the cluster or the topic to
+  create (CreateTopics), Delete to delete (DeleteTopics); DescribeConfigs
+  to read its configs, AlterConfigs to change them
+  (IncrementalAlterConfigs); a broker's configs and the cluster's broker
+  defaults DescribeConfigs / AlterConfigs on the cluster;
 - consumer groups: the list (ListGroups) keeps those the user may
-  Describe (Describe on the cluster: all), one group and its lag summary
-  Describe on the group (DescribeGroups, OffsetFetch), the lag summed over
-  the topics the user may describe (OffsetFetch filters them so);
+  Describe (Describe on the cluster: all), one group, its consumers and
+  their assignments, its lags and lag summary Describe on the group
+  (DescribeGroups, OffsetFetch), the lags over the topics the user may
+  describe (OffsetFetch filters them so);
 - v2 consumer instances: an instance acts for the principal that made it
   and no other (another user is refused, not told of it); subscribe and
   records need Read on the group (JoinGroup, SyncGroup, Heartbeat) and on
   each topic (Fetch), checked again at each fetch so that an ACL removed
   takes effect at once; commit Read on the group and each topic
   (OffsetCommit); committed offsets Describe on the group and each topic
-  (OffsetFetch).
+  (OffsetFetch); partitions assigned to it Read on each topic (Fetch),
+  a move to a time or to an end Describe on each topic (ListOffsets).
 
 A denial is Confluent REST Proxy's: HTTP 403 with error_code 40301 and
 Kafka's message of the authorization exception ("Not authorized to access
@@ -69,6 +75,11 @@ class Access(RequestAccess):
         refused = [n for n in names if not self.may(operation, resource_type, n)]
         if refused:
             raise denied(resource_type, refused)
+
+    def require_cluster(self, operation: Op) -> None:
+        """403 (40301) unless the user may do ``operation`` on the cluster."""
+        if not self.may_cluster(operation):
+            raise denied(Res.CLUSTER, ())
 
     def require_topic_create(self, topic: str) -> None:
         """CreateTopics: Create on the cluster, or on the topic."""

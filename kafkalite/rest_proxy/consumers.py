@@ -2,9 +2,14 @@
 
 An instance is one kafkalite Consumer, a member of ``group``, that a
 client drives over HTTP: create (``POST /consumers/{group}``: name,
-format binary|json|avro|protobuf|jsonschema, auto.offset.reset, auto.commit.enable), subscribe,
-fetch records (``GET .../records``, ``timeout`` and ``max_bytes``), commit
-and read offsets, delete. Answers are ``application/vnd.kafka.v2+json``;
+format binary|json|avro|protobuf|jsonschema, auto.offset.reset,
+auto.commit.enable, fetch.min.bytes, consumer.request.timeout.ms, each
+checked as Confluent checks it), subscribe, or take partitions itself
+(``.../assignments``), fetch records (``GET .../records``, ``timeout``
+and ``max_bytes``), move its positions (``POST .../positions`` to an
+offset or a timestamp, ``.../positions/beginning``, ``.../positions/end``:
+a partition it is not assigned is 40903, Kafka's IllegalStateException),
+commit and read offsets, delete. Answers are ``application/vnd.kafka.v2+json``;
 records are answered in the embedded format the instance was made with
 (``application/vnd.kafka.json.v2+json``, ``...binary...``, ``...avro...``,
 ``...protobuf...``, ``...jsonschema...``: the last three decoded through
@@ -49,11 +54,14 @@ import uuid
 
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ResourceType as Res
-from kafkalite.rest_proxy.errors import (BAD_REQUEST, CONSUMER_ALREADY_EXISTS,
-                                         CONSUMER_FORMAT_MISMATCH, CONSUMER_INSTANCE_NOT_FOUND,
-                                         INVALID_CONSUMER_CONFIG, AUTHORIZATION_FAILED,
-                                         KAFKA_ERROR, NOT_ACCEPTABLE,
-                                         ProxyError, from_kafka)
+from kafkalite.rest_proxy.consumer_positions import Positions
+from kafkalite.rest_proxy.errors import (AUTHORIZATION_FAILED, BAD_REQUEST,
+                                         CONSUMER_ALREADY_EXISTS, CONSUMER_FORMAT_MISMATCH,
+                                         CONSUMER_INSTANCE_NOT_FOUND, ILLEGAL_STATE,
+                                         INVALID_CONSUMER_CONFIG,
+                                         INVALID_CONSUMER_CONFIG_CONSTRAINT, KAFKA_ERROR,
+                                         NOT_ACCEPTABLE, UNPROCESSABLE_ENTITY,
+                                         ConstraintViolation, ProxyError, from_kafka)
 from kafkalite.rest_proxy.http import (V2, V2_AVRO, V2_BINARY, V2_JSON, V2_JSONSCHEMA,
                                        V2_PROTOBUF, Answer)
 
@@ -66,6 +74,9 @@ FORMATS = {"binary": V2_BINARY, "json": V2_JSON, "avro": V2_AVRO, "protobuf": V2
 REGISTRY_FORMATS = ("avro", "protobuf", "jsonschema")     # decoded through schemas.py
 CONSUME_BATCH = 1000
 CLOSE_WAIT_S = 1.0
+# kafka-rest's KafkaRestConfig.PROXY_FETCH_MIN_BYTES_VALIDATOR: Range.between(-1, 10 MB)
+FETCH_MIN_BYTES_RANGE = (-1, 10_000_000)
+OFFSET_RESETS = ("latest", "earliest", "none")     # what Kafka's consumer takes
 
 
 class ConsumerInstance:
@@ -76,6 +87,8 @@ class ConsumerInstance:
         self.lock = threading.Lock()
         self.last_used = time.monotonic()
         self.topics: list[str] = []
+        self.assigned: list[tuple[str, int]] = []           # by .../assignments
+        self.request_timeout_ms = DEFAULT_REQUEST_TIMEOUT_MS
         self.backlog: collections.deque = collections.deque()
         self.consumed: dict[tuple[str, int], int] = {}     # last offset answered
         self.closed = False
@@ -89,8 +102,9 @@ class ConsumerInstance:
                 pass
 
 
-class ConsumerInstances:
-    """Every instance of the proxy, and their idle timer."""
+class ConsumerInstances(Positions):
+    """Every instance of the proxy, and their idle timer (its assignments
+    and positions: consumer_positions.py)."""
 
     def __init__(self, client_config: dict, instance_timeout_ms: int | None = None,
                  schemas=None):
@@ -169,24 +183,9 @@ class ConsumerInstances:
         if not isinstance(body, dict):
             raise ProxyError(BAD_REQUEST, "the request body must be a JSON object")
         name = body.get("name") or body.get("id") or f"rest-consumer-{uuid.uuid4()}"
+        config, timeout_ms = self._consumer_config(body)
+        config = {**self.client_config, "group.id": group, "client.id": str(name), **config}
         fmt = str(body.get("format") or "binary").lower()
-        if fmt not in FORMATS:
-            raise ProxyError(INVALID_CONSUMER_CONFIG, f"format {fmt} is not one of binary, "
-                                                      f"json, avro, protobuf, jsonschema")
-        config = {**self.client_config, "group.id": group, "client.id": str(name)}
-        reset = body.get("auto.offset.reset")
-        if reset is not None:
-            if reset not in ("earliest", "latest", "none", "smallest", "largest"):
-                raise ProxyError(INVALID_CONSUMER_CONFIG,
-                                 f"auto.offset.reset {reset!r} is not earliest or latest")
-            config["auto.offset.reset"] = {"smallest": "earliest",
-                                           "largest": "latest"}.get(reset, reset)
-        commit = body.get("auto.commit.enable")
-        if commit is not None:
-            config["enable.auto.commit"] = str(commit).lower() == "true"
-        for key in ("fetch.min.bytes",):
-            if body.get(key) is not None:
-                config[key] = int(body[key])
         with self._lock:
             if (group, name) in self._instances:
                 raise ProxyError(CONSUMER_ALREADY_EXISTS, "Consumer with specified consumer ID "
@@ -196,10 +195,53 @@ class ConsumerInstances:
                 consumer = Consumer(config)
             except Exception as exc:
                 raise ProxyError(INVALID_CONSUMER_CONFIG, str(exc)) from None
-            self._instances[(group, name)] = ConsumerInstance(group, name, fmt, consumer,
-                                                              req.access.principal)
+            inst = ConsumerInstance(group, name, fmt, consumer, req.access.principal)
+            if timeout_ms is not None:
+                inst.request_timeout_ms = timeout_ms
+            self._instances[(group, name)] = inst
         return Answer(200, {"instance_id": name, "base_uri": f"{req.base_url}/consumers/"
                                                              f"{group}/instances/{name}"}, V2)
+
+    @staticmethod
+    def _consumer_config(body: dict) -> tuple[dict, int | None]:
+        """The kafkalite consumer settings of a create request, and its
+        ``consumer.request.timeout.ms``, checked as kafka-rest checks them
+        (CreateConsumerInstanceRequest, then Kafka's ConsumerConfig): a
+        format it has not 422, fetch.min.bytes out of its range 422 with
+        error_code 40001, a value Kafka's consumer refuses 42204."""
+        fmt = str(body.get("format") or "binary").lower()
+        if fmt not in FORMATS:
+            raise ConstraintViolation(UNPROCESSABLE_ENTITY, "Invalid format type.")
+        config = {}
+        reset = body.get("auto.offset.reset")
+        if reset is not None:
+            if reset not in OFFSET_RESETS:
+                raise ProxyError(INVALID_CONSUMER_CONFIG, _invalid_config(
+                    reset, "auto.offset.reset", "String must be one of: latest, earliest, none"))
+            config["auto.offset.reset"] = reset
+        commit = body.get("auto.commit.enable")
+        if commit is not None:
+            if str(commit).lower() not in ("true", "false"):
+                raise ProxyError(INVALID_CONSUMER_CONFIG, _invalid_config(
+                    commit, "enable.auto.commit", "Expected value to be either true or false"))
+            config["enable.auto.commit"] = str(commit).lower() == "true"
+        min_bytes = _integer(body, "fetch.min.bytes", "responseMinBytes")
+        if min_bytes is not None:
+            low, high = FETCH_MIN_BYTES_RANGE
+            if not low <= min_bytes <= high:
+                raise ConstraintViolation(
+                    INVALID_CONSUMER_CONFIG_CONSTRAINT,
+                    "Invalid consumer configuration. It does not abide by the constraints: "
+                    f"Invalid value {min_bytes} for configuration fetch.min.bytes: Value must "
+                    f"be {'at least' if min_bytes < low else 'no more than'} "
+                    f"{low if min_bytes < low else high}")
+            if min_bytes >= 0:
+                config["fetch.min.bytes"] = min_bytes
+        timeout_ms = _integer(body, "consumer.request.timeout.ms", "requestWaitMs")
+        if timeout_ms is not None and timeout_ms < 0:
+            raise ConstraintViolation(INVALID_CONSUMER_CONFIG_CONSTRAINT,
+                                      f"consumer.request.timeout.ms {timeout_ms} is negative")
+        return config, timeout_ms
 
     def delete(self, req, group, name) -> Answer:
         def work(inst):
@@ -220,6 +262,9 @@ class ConsumerInstances:
             raise ProxyError(BAD_REQUEST, "topics is a list of topic names")
 
         def work(inst):
+            if inst.assigned:
+                raise ProxyError(ILLEGAL_STATE, "Illegal state: Subscription to topics, "
+                                                "partitions and pattern are mutually exclusive")
             req.access.require(Op.READ, Res.GROUP, group)          # JoinGroup
             if pattern is None:
                 req.access.require(Op.READ, Res.TOPIC, *topics)    # Fetch
@@ -238,22 +283,25 @@ class ConsumerInstances:
     def unsubscribe(self, req, group, name) -> Answer:
         def work(inst):
             inst.consumer.unsubscribe()
-            inst.topics = []
+            inst.consumer.unassign()            # Kafka's unsubscribe ends an assign() too
+            inst.topics, inst.assigned = [], []
             inst.backlog.clear()
         self._using(req, group, name, work)
         return Answer(204, None, V2)
 
     def records(self, req, group, name) -> Answer:
         try:
-            timeout_ms = int(req.query.get("timeout", DEFAULT_REQUEST_TIMEOUT_MS))
+            timeout_ms = int(req.query["timeout"]) if "timeout" in req.query else None
             max_bytes = int(req.query.get("max_bytes", DEFAULT_MAX_BYTES))
         except ValueError:
             raise ProxyError(BAD_REQUEST, "timeout and max_bytes are integers") from None
-        timeout_ms = min(max(timeout_ms, 0), MAX_TIMEOUT_MS)
 
         def work(inst):
+            wait_ms = min(max(inst.request_timeout_ms if timeout_ms is None else timeout_ms, 0),
+                          MAX_TIMEOUT_MS)
             req.access.require(Op.READ, Res.GROUP, group)          # Heartbeat, OffsetCommit
             named = [t for t in inst.topics if not t.startswith("^")]
+            named += [t for t in dict.fromkeys(t for t, _ in inst.assigned) if t not in named]
             req.access.require(Op.READ, Res.TOPIC, *named)         # Fetch
             readable = req.access.sees(Op.READ, Res.TOPIC)
             wanted = FORMATS[inst.format]
@@ -265,7 +313,7 @@ class ConsumerInstances:
                                          "The requested embedded data format does not match "
                                          "the deserializer for this consumer instance")
                     raise ProxyError(NOT_ACCEPTABLE, "HTTP 406 Not Acceptable")
-            deadline = time.monotonic() + timeout_ms / 1000
+            deadline = time.monotonic() + wait_ms / 1000
             while not inst.backlog:
                 left = deadline - time.monotonic()
                 try:
@@ -374,3 +422,22 @@ class ConsumerInstances:
             return [{"topic": tp.topic, "partition": tp.partition, "offset": tp.offset,
                      "metadata": tp.metadata or ""} for tp in got]
         return Answer(200, {"offsets": self._using(req, group, name, work)}, V2)
+
+
+def _integer(body: dict, name: str, alias: str) -> int | None:
+    """An integer setting of a create request (its JSON alias too); 400
+    for another type, as Jackson refuses one."""
+    value = body.get(name, body.get(alias))
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ProxyError(BAD_REQUEST, f"{name} is an integer, not {value!r}")
+    try:
+        return int(value)
+    except ValueError:
+        raise ProxyError(BAD_REQUEST, f"{name} is an integer, not {value!r}") from None
+
+
+def _invalid_config(value, name: str, why: str) -> str:
+    """kafka-rest's 42204 message around Kafka's ConfigException's."""
+    return f"Invalid consumer configuration: Invalid value {value} for configuration {name}: {why}"

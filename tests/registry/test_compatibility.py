@@ -197,3 +197,37 @@ def test_reasons_name_the_rule_broken():
 def test_another_schema_type_is_incompatible():
     assert compatibility.check("BACKWARD", proto("message User { string name = 1; }"),
                                [avro(A_INT)])
+
+
+# Confluent's JSON Schema differences (SchemaDiff's COMPATIBLE_CHANGES_STRICT):
+# PATTERN_ADDED and PATTERN_CHANGED are not compatible, PATTERN_REMOVED is; a
+# oneOf is compared subschema by subschema (CombinedSchemaDiff). Before, a
+# pattern and a oneOf were not looked at: both narrowings passed BACKWARD.
+NUM, STR = {"type": "number"}, {"type": "string"}
+JSON_DIFF_CASES = [
+    ("BACKWARD", [jsonschema({"a": S})], jsonschema({"a": {**S, "pattern": "^[a-z]+$"}}), False,
+     "add a pattern"),
+    ("BACKWARD", [jsonschema({"a": {**S, "pattern": "^[a-z]+$"}})],
+     jsonschema({"a": {**S, "pattern": "^[a-c]+$"}}), False, "change a pattern"),
+    ("BACKWARD", [jsonschema({"a": {**S, "pattern": "^[a-z]+$"}})], jsonschema({"a": S}), True,
+     "remove a pattern"),
+    ("BACKWARD", [jsonschema({"a": {"oneOf": [NUM, STR]}})],
+     jsonschema({"a": {"oneOf": [I, STR]}}), False, "narrow a oneOf's number to integer"),
+    ("BACKWARD", [jsonschema({"a": {"oneOf": [I, STR]}})],
+     jsonschema({"a": {"oneOf": [NUM, STR]}}), True, "widen a oneOf's integer to number"),
+    ("BACKWARD", [jsonschema({"a": {"oneOf": [NUM, STR]}})],
+     jsonschema({"a": {"oneOf": [NUM, STR, {"type": "boolean"}]}}), True, "extend a oneOf"),
+    ("BACKWARD", [jsonschema({"a": {"oneOf": [NUM, STR]}})],
+     jsonschema({"a": {"oneOf": [NUM]}}), False, "take a subschema out of a oneOf"),
+    ("BACKWARD", [jsonschema({"a": NUM})], jsonschema({"a": {"oneOf": [NUM, STR]}}), True,
+     "a type becomes one branch of a oneOf"),
+    ("BACKWARD", [jsonschema({"a": {"type": "array", "items": [S, I]}})],
+     jsonschema({"a": {"type": "array", "items": [S, S]}}), False,
+     "change a draft-07 tuple item's type"),
+]
+
+
+@pytest.mark.parametrize("level,earlier,new,compatible,what", JSON_DIFF_CASES,
+                         ids=_ids(JSON_DIFF_CASES))
+def test_json_schema_patterns_combined_and_tuples(level, earlier, new, compatible, what):
+    assert (compatibility.check(level, new, earlier) == []) is compatible

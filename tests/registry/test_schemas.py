@@ -86,3 +86,85 @@ def test_avro_references_are_named_types_of_other_schemas():
     with pytest.raises(RegistryError):
         schemas.parse("AVRO", person)
     assert schemas.parse("AVRO", person, {"a.Address": address}).text
+
+
+def _record(name="R", fields=(), **extra):
+    return {"type": "record", "name": name, "fields": list(fields), **extra}
+
+
+@pytest.mark.parametrize("schema,says", [
+    (_record(fields=[{"name": "a", "type": "int"}, {"name": "a", "type": "long"}]),
+     "Field name a already in use"),
+    (_record(namespace="foo-bar-baz"), "foo-bar-baz is not a valid Avro name"),
+    (_record(name="1abc"), "1abc is not a valid Avro name"),
+    (_record(fields=[{"name": "a-b", "type": "int"}]), "Illegal character in field name"),
+    (_record(fields=[{"name": "a", "type": ["null", "string"], "default": "x"}]),
+     "a union's default is a value of its first branch"),
+], ids=["duplicate field", "namespace", "record name", "field name", "union default"])
+def test_a_new_avro_schema_is_checked_as_confluent_checks_it(schema, says):
+    """Confluent parses a schema registered anew with Avro's strict name
+    validator and its default validation; before, fastavro alone took
+    each of these with a 200."""
+    with pytest.raises(RegistryError) as refused:
+        schemas.parse("AVRO", json.dumps(schema), new=True)
+    assert refused.value.error_code == 42201 and says in refused.value.message
+    # one already in _schemas (registered before the check) still parses
+    assert schemas.parse("AVRO", json.dumps(schema)).text
+
+
+def test_an_avro_schema_with_its_keys_in_another_order_is_one_schema():
+    """Confluent stores and compares Avro Java's text of a schema
+    (AvroSchema.canonicalString): keys in Avro's order, the namespace apart
+    from the name, {"type": "int"} as "int". Before, each spelling was its
+    own text, so its own id."""
+    spellings = [
+        {"type": "record", "name": "User", "namespace": "shop",
+         "fields": [{"name": "id", "type": "long"}, {"name": "tag", "type": ["null", "string"],
+                                                     "default": None}]},
+        {"fields": [{"type": {"type": "long"}, "name": "id"},
+                    {"default": None, "type": ["null", "string"], "name": "tag"}],
+         "namespace": "shop", "name": "User", "type": "record"},
+        {"name": "shop.User", "type": "record",
+         "fields": [{"name": "id", "type": "long"}, {"name": "tag", "default": None,
+                                                     "type": ["null", {"type": "string"}]}]},
+    ]
+    parsed = [schemas.parse("AVRO", json.dumps(s)) for s in spellings]
+    assert {p.identity for p in parsed} == {parsed[0].identity}
+    assert {p.text for p in parsed} == {
+        '{"type":"record","name":"User","namespace":"shop","fields":[{"name":"id","type":"long"},'
+        '{"name":"tag","type":["null","string"],"default":null}]}'}
+
+
+def test_a_json_schema_without_schema_is_draft_07():
+    """Confluent's JsonSchema reads a schema that names no $schema as
+    draft-07, whose tuple "items" (a list) 2020-12 refuses."""
+    tuple_items = {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]}
+    assert schemas.parse("JSON", json.dumps(tuple_items)).text
+    with pytest.raises(RegistryError):
+        schemas.parse("JSON", json.dumps(
+            {"$schema": "https://json-schema.org/draft/2020-12/schema", **tuple_items}))
+
+
+def test_a_references_own_references_are_followed():
+    """Person -> Address -> Country, Person naming only Address (as a
+    client registers it: Confluent's resolveReferences follows the rest).
+    Before: Avro 'unknown type', Protobuf 'Depends on file country.proto,
+    but it has not been loaded'."""
+    country = schemas.parse("AVRO", json.dumps(_record("Country", [
+        {"name": "code", "type": "string"}], namespace="geo")))
+    address = schemas.parse("AVRO", json.dumps(_record("Address", [
+        {"name": "country", "type": "geo.Country"}], namespace="geo")), {"geo.Country": country})
+    person = schemas.parse("AVRO", json.dumps(_record("Person", [
+        {"name": "home", "type": "geo.Address"}])), {"geo.Address": address}, new=True)
+    assert person.text == ('{"type":"record","name":"Person","fields":'
+                           '[{"name":"home","type":"geo.Address"}]}')
+
+    country = schemas.parse("PROTOBUF", 'syntax = "proto3"; package geo; '
+                                        'message Country { string code = 1; }')
+    address = schemas.parse("PROTOBUF", 'syntax = "proto3"; package geo; import "country.proto"; '
+                                        'message Address { Country country = 1; }',
+                            {"country.proto": country})
+    person = schemas.parse("PROTOBUF", 'syntax = "proto3"; package geo; import "address.proto"; '
+                                       'message Person { Address home = 1; }',
+                           {"address.proto": address})
+    assert [m.name for m in person.parsed.message_type] == ["Person"]

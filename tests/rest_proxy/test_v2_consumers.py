@@ -107,11 +107,50 @@ def test_a_binary_instance_reads_bytes_as_base64(proxy):
     assert call(f"{url}/topics/v2", "POST", {"records": []},
                 content_type="text/plain")[1]["error_code"] == 415
     assert create(url, "g-bin", "b1", "binary")[0] == 200
-    assert create(url, "g-bin", "b2", "thrift")[1]["error_code"] == 42204
+    # kafka-rest's CreateConsumerInstanceRequest: RestConstraintViolationException, 422
+    assert create(url, "g-bin", "b2", "thrift")[:2] == (
+        422, {"error_code": 422, "message": "Invalid format type."})
     inst = f"{url}/consumers/g-bin/instances/b1"
     assert call(f"{inst}/subscription", "POST", {"topics": ["v2"]}, content_type=V2)[0] == 204
     records = read_all(url, "g-bin", "b1", V2_BINARY, 7)
     assert raw in [r["value"] for r in records]
+    assert call(inst, "DELETE")[0] == 204
+
+
+@pytest.mark.parametrize("config,status,code,says", [
+    ({"fetch.min.bytes": -10}, 422, 40001,
+     "Invalid value -10 for configuration fetch.min.bytes: Value must be at least -1"),
+    ({"fetch.min.bytes": 10_000_001}, 422, 40001, "Value must be no more than 10000000"),
+    ({"fetch.min.bytes": "lots"}, 400, 400, "fetch.min.bytes is an integer"),
+    ({"auto.offset.reset": "smallest"}, 422, 42204,
+     "Invalid value smallest for configuration auto.offset.reset"),
+    ({"auto.commit.enable": "maybe"}, 422, 42204, "Expected value to be either true or false"),
+    ({"consumer.request.timeout.ms": -1}, 422, 40001, "negative"),
+])
+def test_an_instances_settings_are_checked_as_confluent_checks_them(proxy, config, status,
+                                                                     code, says):
+    """kafka-rest checks fetch.min.bytes against its range (40001, HTTP 422
+    as rest-utils answers every constraint violation) and Kafka's
+    consumer the rest (42204). Before, each of these made an instance."""
+    url, _ = proxy
+    got = call(f"{url}/consumers/g-settings", "POST", {"name": "bad", "format": "json",
+                                                       **config}, content_type=V2)
+    assert (got[0], got[1]["error_code"]) == (status, code) and says in got[1]["message"]
+    assert call(f"{url}/consumers/g-settings/instances/bad/subscription")[1][
+        "error_code"] == 40403
+
+
+def test_an_instances_request_timeout_is_its_records_wait(proxy):
+    """``consumer.request.timeout.ms``: how long a records GET without
+    ``timeout`` waits for records (before: always the 1 s default)."""
+    url, _ = proxy
+    assert create(url, "g-wait", "w1", "json", **{"consumer.request.timeout.ms": 3000,
+                                                  "auto.offset.reset": "latest"})[0] == 200
+    inst = f"{url}/consumers/g-wait/instances/w1"
+    assert call(f"{inst}/subscription", "POST", {"topics": ["v2"]}, content_type=V2)[0] == 204
+    started = time.monotonic()
+    assert call(f"{inst}/records", accept=V2_JSON)[:2] == (200, [])
+    assert time.monotonic() - started >= 2.9     # its own 3 s, not the 1 s default
     assert call(inst, "DELETE")[0] == 204
 
 
