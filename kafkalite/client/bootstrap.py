@@ -153,6 +153,10 @@ def _ask_kafka(sock: socket.socket, address: str, timeout: float, client_id: str
     head = _recv_exactly(sock, 4, address)
     if zmtp_signature(head) is not False:
         return None                     # a native port whose greeting came late
+    if head == b"HTTP":
+        raise BootstrapError(f"{address} is an HTTP port (it answered the Kafka question "
+                             f"with HTTP); give the native port, which `kafkalite server` "
+                             f"prints as bootstrap.servers")
     size, = _size.unpack(head)
     if not 0 < size <= MAX_ANSWER_BYTES:
         raise BootstrapError(f"{address} answered with bytes that are neither ZeroMQ nor Kafka")

@@ -4,6 +4,7 @@ and a server that is down is reported at once (client/bootstrap.py).
 Real servers (the session's shared ``server``: the log lines these tests
 look for are those written after they started), real sockets.
 """
+import socket
 import time
 
 import pytest
@@ -137,19 +138,40 @@ def test_a_producer_whose_server_stopped_logs_its_retries_rate_limited(own_serve
         p.close(0)
 
 
-def test_an_address_that_is_no_kafkalite_port_is_named_in_the_error(server):
-    """The metrics port (HTTP) accepts the connection and says nothing, to
-    the Kafka question either (it waits for the end of a request line)."""
+def test_an_http_port_is_named_as_one_at_once(server):
+    """The metrics port (HTTP) answers a Kafka frame's first byte with a 400
+    at once, and the client says it is an HTTP port: the old code waited for
+    a request line until the HTTP server's 10 s timeout (issue 74), then
+    guessed "a TLS or SASL listener?"."""
     metrics = server.info["metrics"].split("//")[1].split("/")[0]
     admin = AdminClient({"bootstrap.servers": metrics})
     started = time.monotonic()
     try:
-        with pytest.raises(KafkaError, match=f"{metrics} accepted the connection but answered "
-                                             f"nothing within 2.0 s"):
-            admin.list_topics(timeout=2)
+        with pytest.raises(KafkaError, match=f"{metrics} is an HTTP port"):
+            admin.list_topics(timeout=20)
     finally:
         admin.close()
     assert time.monotonic() - started < 5
+
+
+def test_an_http_server_answers_bytes_that_start_no_request_line_at_once(server):
+    """Any peer, not only kafkalite's client: a byte no request line starts
+    with gets the 400 and the close, while a request still works on the
+    same port."""
+    host, port = server.info["metrics"].split("//")[1].split("/")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(b"\x00\x00\x00\x10kafka")
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request")
+    assert b"not an HTTP request" in answer
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(b"\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(4096):
+            answer += chunk
+    assert answer.split(b"\r\n")[0] in (b"HTTP/1.1 200 OK", b"HTTP/1.1 503 Service Unavailable")
 
 
 def test_a_native_port_whose_greeting_comes_late_is_still_told_apart(server, monkeypatch):
