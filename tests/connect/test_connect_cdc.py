@@ -15,6 +15,7 @@ import base64
 import datetime as dt
 import itertools
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -748,5 +749,17 @@ def test_a_debezium_configuration_from_its_documentation_runs_unchanged(connect,
     src = value["payload"]["source"]
     assert (src["connector"], src["name"], src["db"], src["schema"], src["table"]) == (
         "postgresql", f"fulfillment{slot}", dsn.path.lstrip("/"), "public", table)
+    # Debezium's whole source block, in its order (issue 75: sequence, xmin and a
+    # version a consumer can read were missing); kafkalite's two of its own last
+    source_fields = next(f for f in value["schema"]["fields"] if f["field"] == "source")
+    assert [f["field"] for f in source_fields["fields"]] == [
+        "version", "connector", "name", "ts_ms", "snapshot", "db", "sequence", "ts_us",
+        "ts_ns", "schema", "table", "txId", "lsn", "xmin", "lsn_commit", "change"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+\.Final", src["version"]), src["version"]
+    assert json.loads(src["sequence"]) == [str(src["lsn_commit"]), str(src["lsn"])]
+    assert (src["ts_us"], src["ts_ns"], src["xmin"]) == (
+        src["ts_ms"] * 1000, src["ts_ms"] * 1_000_000, None)
+    snap_src = recs[0][2]["payload"]["source"]
+    assert json.loads(snap_src["sequence"]) == [None, str(snap_src["lsn"])]
     connect.http("DELETE", "/connectors/dbz")
     drop_slot(pglogical, slot)

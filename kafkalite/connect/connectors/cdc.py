@@ -281,13 +281,46 @@ class _Relation:
             Field("ts_ms", Schema.OPTIONAL_INT64)))
 
 
+# The source block of Debezium's PostgreSQL connector, field for field in its
+# order (PostgresSourceInfoStructMaker over the common SourceInfo of Debezium
+# 2.7): consumers of Debezium's events read ``sequence`` to order and dedupe
+# changes, ``version`` to know the format, ``ts_us``/``ts_ns`` for the commit
+# time. ``xmin`` is null, as Debezium's with xmin.fetch.interval.ms at its
+# default 0. Then kafkalite's two of its own, which its offsets are made of:
+# ``lsn_commit`` (the commit LSN of the change's transaction) and ``change``
+# (the change's index in it).
 SOURCE_SCHEMA = Schema("struct", False, "io.debezium.connector.postgresql.Source", fields=(
     Field("version", Schema.STRING), Field("connector", Schema.STRING),
-    Field("name", Schema.STRING), Field("ts_ms", Schema.INT64), Field("db", Schema.STRING),
-    Field("schema", Schema.STRING), Field("table", Schema.STRING),
-    Field("txId", Schema.OPTIONAL_INT64), Field("lsn", Schema.OPTIONAL_INT64),
-    Field("lsn_commit", Schema.OPTIONAL_INT64), Field("change", Schema.OPTIONAL_INT32),
-    Field("snapshot", Schema.OPTIONAL_STRING)))
+    Field("name", Schema.STRING), Field("ts_ms", Schema.INT64),
+    Field("snapshot", Schema.OPTIONAL_STRING), Field("db", Schema.STRING),
+    Field("sequence", Schema.OPTIONAL_STRING), Field("ts_us", Schema.OPTIONAL_INT64),
+    Field("ts_ns", Schema.OPTIONAL_INT64), Field("schema", Schema.STRING),
+    Field("table", Schema.STRING), Field("txId", Schema.OPTIONAL_INT64),
+    Field("lsn", Schema.OPTIONAL_INT64), Field("xmin", Schema.OPTIONAL_INT64),
+    Field("lsn_commit", Schema.OPTIONAL_INT64), Field("change", Schema.OPTIONAL_INT32)))
+# the Debezium release whose event format the records follow, in ``source.version``
+# (Debezium puts its own version there; a consumer checking it reads a release
+# whose fields these are)
+DEBEZIUM_FORMAT_VERSION = "2.7.4.Final"
+
+
+def _json_lsn(lsn) -> str:
+    return "null" if lsn is None else f'"{lsn}"'
+
+
+def source_block(name: str, ts_ms: int, snapshot: str, db: str, schema: str, table: str,
+                 tx_id, lsn, lsn_commit, change) -> dict:
+    """A record's ``source`` (SOURCE_SCHEMA). ``sequence`` is Debezium's JSON
+    array of two LSNs as strings, [the last commit's, the change's]: here the
+    change's own transaction's commit LSN, which orders changes as Debezium's
+    does (a snapshot row's is null, as Debezium's before its first commit)."""
+    # json.dumps of the two, written out: this runs once per change
+    sequence = f"[{_json_lsn(lsn_commit)},{_json_lsn(lsn)}]"
+    return {"version": DEBEZIUM_FORMAT_VERSION, "connector": "postgresql", "name": name,
+            "ts_ms": ts_ms, "snapshot": snapshot, "db": db, "sequence": sequence,
+            "ts_us": ts_ms * 1000, "ts_ns": ts_ms * 1_000_000, "schema": schema,
+            "table": table, "txId": tx_id, "lsn": lsn, "xmin": None,
+            "lsn_commit": lsn_commit, "change": change}
 
 
 class _ValueLoader:
@@ -549,10 +582,8 @@ class _Snapshot:
     def _record(self, values: list) -> SourceRecord:
         rel, task = self.rel, self.task
         after = task.values.row(rel, values)
-        source = {"version": "kafkalite", "connector": "postgresql",
-                  "name": task.c["topic.prefix"], "ts_ms": self.ts_ms, "db": task.db,
-                  "schema": rel.schema, "table": rel.table, "txId": None, "lsn": self.lsn,
-                  "lsn_commit": None, "change": None, "snapshot": "true"}
+        source = source_block(task.c["topic.prefix"], self.ts_ms, "true", task.db, rel.schema,
+                              rel.table, None, self.lsn, None, None)
         key = {n: after[n] for n in rel.key_names} if rel.key_schema is not None else None
         return SourceRecord(rel.topic, None, rel.key_schema if key is not None else None, key,
                             rel.envelope, {"before": None, "after": after, "source": source,
@@ -723,11 +754,8 @@ class PostgresCdcSourceTask(SourceTask):
             if rel is None:
                 raise DataException(f"pgoutput: change to relation {relid} before its Relation "
                                     f"message")
-            source = {"version": "kafkalite", "connector": "postgresql",
-                      "name": self.c["topic.prefix"], "ts_ms": txn["ts_ms"], "db": self.db,
-                      "schema": rel.schema, "table": rel.table, "txId": txn["xid"],
-                      "lsn": lsn, "lsn_commit": txn["final_lsn"], "change": i,
-                      "snapshot": "false"}
+            source = source_block(self.c["topic.prefix"], txn["ts_ms"], "false", self.db,
+                                  rel.schema, rel.table, txn["xid"], lsn, txn["final_lsn"], i)
             before = after = None
             key_row = None
             if kind == "I":
