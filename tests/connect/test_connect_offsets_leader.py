@@ -144,18 +144,6 @@ def test_source_offsets_altered_and_reset_through_the_leader(server, tmp_path, t
                message=lambda: f"the records from the start: {values(server, topic_name)}")
 
 
-def until_not_stopping(request):
-    """A sink's offsets change, tried again while Kafka's 400 says its
-    tasks have not stopped completely yet (their consumers still in the
-    group: the task configs are gone before every owner has stopped them)."""
-    def attempt():
-        r = request()
-        if r.status_code == 400 and "haven't stopped completely yet" in r.json()["message"]:
-            return None
-        return r
-    return wait_until(attempt, timeout=30, message="the sink's tasks to stop")
-
-
 def test_sink_group_offsets_altered_and_reset_through_the_leader(server, tmp_path, topic_name,
                                                                   workers):
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
@@ -184,8 +172,13 @@ def test_sink_group_offsets_altered_and_reset_through_the_leader(server, tmp_pat
                          "offset": {"kafka_offset": 2}}]}
     r = call("PATCH", follower, f"/connectors/{snk}/offsets", json=body)
     assert r.status_code == 400 and f"'/connectors/{snk}/stop'" in r.json()["message"], r.text
-    stop(follower, snk)
-    r = until_not_stopping(lambda: call("PATCH", follower, f"/connectors/{snk}/offsets", json=body))
+    assert call("PUT", follower, f"/connectors/{snk}/stop").status_code == 204
+    wait_until(lambda: get(follower, f"/connectors/{snk}/status")["connector"]["state"] ==
+               "STOPPED", timeout=60, message=f"{snk} STOPPED")
+    # STOPPED means stopped: the first change as soon as the connector shows it is taken
+    # (issue 75: Kafka's "tasks haven't stopped completely yet" 400 in 2 of 3 runs, the
+    # tasks' consumers still in the group)
+    r = call("PATCH", follower, f"/connectors/{snk}/offsets", json=body)
     assert r.status_code == 200 and r.json() == {"message": ALTERED}, r.text
     assert set(forwarded(tmp_path, 0, "PATCH")) == {f"/connectors/{snk}/offsets?forward=false"}
 
@@ -200,11 +193,49 @@ def test_sink_group_offsets_altered_and_reset_through_the_leader(server, tmp_pat
     for url in (leader, follower):
         assert get(url, f"/connectors/{snk}/offsets") == body
 
-    r = until_not_stopping(lambda: call("DELETE", follower, f"/connectors/{snk}/offsets"))
+    r = call("DELETE", follower, f"/connectors/{snk}/offsets")
     assert r.status_code == 200 and r.json() == {"message": RESET}, r.text
     assert [o for _, _, o in group_offsets()] == [-1001]      # no committed offset
     for url in (leader, follower):
         assert get(url, f"/connectors/{snk}/offsets") == {"offsets": []}
+
+
+def test_a_sink_stopped_in_the_middle_of_a_put_takes_the_first_offsets_change(
+        server, tmp_path, topic_name, workers):
+    """STOPPED means stopped (issue 75): a sink stopped while its task is
+    in a put (4 s) shows STOPPED at once, its consumer still in the group;
+    the first PATCH of its offsets is taken. Kafka answers the 400 "tasks
+    haven't stopped completely yet" while the group has members; the issue
+    saw it in 2 of 3 runs. Here the old code passed too (the leader waits
+    for the task's status, removed once its thread ended): the test holds
+    the answer to what a user does, whichever wait gives it."""
+    from kafkalite.client import Producer
+    create(server, topic_name)
+    p = Producer(server.config())
+    for i in range(3):
+        p.produce(topic_name, value=f"line{i}".encode())
+    p.flush(30)
+    p.close()
+    group, leader, follower = leader_and_follower(server, tmp_path, workers, "st")
+    snk = f"stall-{group}"
+    events = tmp_path / "events.txt"
+    r = call("POST", follower, "/connectors", json={"name": snk, "config": {
+        "connector.class": "connect_plugins:StallingSinkConnector", "topics": topic_name,
+        "events.file": str(events), "stall.ms": "4000"}})
+    assert r.status_code == 201, r.text
+    wait_until(lambda: events.exists() and "put 0" in events.read_text(), timeout=60,
+               message="the task's first put")
+    assert call("PUT", follower, f"/connectors/{snk}/stop").status_code == 204
+    wait_until(lambda: get(follower, f"/connectors/{snk}/status")["connector"]["state"] ==
+               "STOPPED", timeout=30, message=f"{snk} STOPPED")
+    body = {"offsets": [{"partition": {"kafka_topic": topic_name, "kafka_partition": 0},
+                         "offset": {"kafka_offset": 1}}]}
+    r = call("PATCH", follower, f"/connectors/{snk}/offsets", json=body)
+    # the plugin has no alter_offsets hook: Kafka's framework-managed answer
+    assert r.status_code == 200 and r.json()["message"].startswith(
+        "The Connect framework-managed offsets for this connector have been altered"), r.text
+    wait_until(lambda: get(follower, f"/connectors/{snk}/offsets") == body, timeout=30,
+               message="the altered offsets")
 
 
 def test_exactly_once_offsets_change_fences_the_tasks_producers(server, tmp_path, topic_name,
