@@ -43,6 +43,10 @@ server`` line a block runs in the foreground (no ``&``) is started in the
 background and waited for the same way: the user would have left it
 running in another terminal.
 
+Once a walk's blocks passed, each server it left running is stopped with
+SIGTERM (its supervisor's pid from its data dir's server.json) and
+``kafkalite verify`` must pass on that data dir.
+
 A block fails if it exits with another status than it should, runs past
 its timeout, prints a Python traceback (a thread that died counts: the
 process may still exit 0), or lacks a line the README says it prints
@@ -54,6 +58,7 @@ Who may call: tests, from one thread; a walk needs root for its namespace
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -311,6 +316,8 @@ class Walker:
         ns = _Namespace(walk.id[-20:] + str(self._n), home / "tmp")
         try:
             failure = self._walk(ns, home, todo, walk, expect or {})
+            if not failure:
+                failure = self._stop_and_verify(home)
         finally:
             ns.close()
             if self._postgres is not None:
@@ -343,6 +350,34 @@ class Walker:
                     failure = self._block(ns, home, block, wanted)
                     if failure:
                         return failure
+        return None
+
+    def _stop_and_verify(self, home: Path) -> str | None:
+        """Each server the walk left running stopped as its user stops one
+        (SIGTERM to the supervisor named in its data dir's server.json),
+        then ``kafkalite verify`` of that data dir: the data of a healthy
+        server after a clean stop must pass (issue 74: verify reported
+        damage in directories the server itself writes)."""
+        for info in sorted(home.rglob("server.json")):
+            try:
+                pid = int(json.loads(info.read_text())["pid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass                    # the page stopped it itself
+            deadline = time.monotonic() + self.timeout
+            while _running(pid):
+                if time.monotonic() > deadline:
+                    return f"the server of {info.parent} still ran {self.timeout:.0f} s after SIGTERM"
+                time.sleep(0.1)
+            done = subprocess.run([sys.executable, "-m", "kafkalite.cli", "verify",
+                                   str(info.parent)], capture_output=True, text=True,
+                                  env=self.env, timeout=self.timeout)
+            if done.returncode != 0:
+                return (f"`kafkalite verify {info.parent}` after its server stopped cleanly: "
+                        f"exit status {done.returncode}\n{_tail(done.stdout + done.stderr)}")
         return None
 
     def _server(self, ns: _Namespace, home: Path, command: str) -> str | None:
@@ -448,6 +483,16 @@ class Walker:
         if missing:
             return f"{block.name()}: printed nothing matching {missing}"
         return None
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, waiting for the walk's Popen to reap
+    it, has stopped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def _tail(text: str, lines: int = 40) -> str:

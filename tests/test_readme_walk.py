@@ -318,6 +318,33 @@ def test_the_walk_catches_a_planted_fault(section, failure, walk_root):
     assert len(failures) == 1 and failure in failures[0], failures
 
 
+DAMAGED = """
+## Damaged data
+<!-- walk: no server: it starts its own -->
+```sh
+kafkalite server --data-dir d &
+until [ -f d/server.json ]; do sleep 0.2; done
+echo hello | kafkalite produce walked
+printf X | dd of=d/walked-0/00000000000000000000.log bs=1 seek=70 conv=notrunc status=none
+```
+"""
+FLIP = "printf X | dd of=d/walked-0/00000000000000000000.log bs=1 seek=70 conv=notrunc status=none"
+
+
+def test_the_walk_verifies_the_data_of_each_server_it_stops(walk_root):
+    """A walk whose server's log was damaged while it ran (a byte of a
+    record flipped) fails at the verify after the server's clean stop; the
+    same walk without the damage passes."""
+    planted = readme_walk.walks(DAMAGED)
+    failures = readme_walk.Walker(walk_root, planted).walk(planted[0])
+    assert len(failures) == 1 and "kafkalite verify" in failures[0] and \
+        "after its server stopped cleanly: exit status 1" in failures[0], failures
+    # a section of another name: a directory of its own
+    healthy = readme_walk.walks(DAMAGED.replace(FLIP, "true  # no damage").replace(
+        "## Damaged data", "## Healthy data"))
+    assert readme_walk.Walker(walk_root, healthy).walk(healthy[0]) == []
+
+
 def test_the_streams_walk_fails_when_its_threads_die(walk_root):
     """Issue 42's case: without rocksdict the Streams example's threads die
     at their first task. The walk fails it: the process exits 1 with one
