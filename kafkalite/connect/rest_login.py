@@ -27,11 +27,15 @@ lets it through. A request forwarded to the leader, or to a connector's
 owner, carries its caller's ``Authorization`` header (``CALLER``).
 
 Failed logins answer 401 with ``WWW-Authenticate: Basic``, never telling
-an unknown user from a wrong password; a login that passed is remembered
-for LOGIN_CACHE_S, keyed by a keyed hash of the header, so a client polling
-``/status`` does not make the worker pay a SCRAM exchange each time. When
-no bootstrap server answers, the request is answered 503 (the credentials
-could not be checked), not 401.
+an unknown user from a wrong password, FAILED_LOGIN_DELAY_S after the
+brokers refused them (the brokers' own delay closes their connection
+after answering, which a REST client does not wait for): a client trying
+passwords on one connection gets one answer per delay, as on the Kafka
+listeners. The wait is on the request's thread, holding no lock. A login
+that passed is remembered for LOGIN_CACHE_S, keyed by a keyed hash of the
+header, so a client polling ``/status`` does not make the worker pay a
+SCRAM exchange each time. When no bootstrap server answers, the request
+is answered 503 (the credentials could not be checked), not 401.
 
 Who may call: rest.py's request threads (BrokerLogin is thread-safe).
 """
@@ -59,6 +63,9 @@ REALM = "kafka-connect"
 LOGIN_CACHE_S = 60.0
 LOGIN_CACHE_MAX = 1024
 LOGIN_TIMEOUT_S = 10.0
+# Kafka's connection.failed.authentication.delay.ms default (a Connect worker has no
+# broker config to read the cluster's from)
+FAILED_LOGIN_DELAY_S = 0.1
 # the caller's Authorization header, while a REST thread serves its request: what the
 # herder passes on when it forwards the request to another worker
 CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -148,6 +155,7 @@ class BrokerLogin:
         if not self._sasl_login(creds):
             with self._lock:
                 self.failures += 1
+            time.sleep(FAILED_LOGIN_DELAY_S)
             return None
         with self._lock:
             if len(self._passed) >= LOGIN_CACHE_MAX:
