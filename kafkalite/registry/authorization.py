@@ -31,6 +31,9 @@ What each endpoint needs (``RULES`` below, one per route of rest.py):
 - lists: ``GET /subjects`` and ``/schemas/ids/{id}/subjects|versions``
   keep the subjects the user may Describe (Read, Write, Delete imply it),
   left out unaudited, as Kafka's Metadata leaves out topics;
+- by id, an id none of whose subjects the user may Describe is answered
+  as an id never given (40403, rest.py ``_hidden``), never a 403 naming
+  one: ids are sequential, and walking them must reveal no hidden subject;
 - ``/``, ``/schemas/types``, ``/contexts``: any user who logged in.
 
 A denial is HTTP 403 with Confluent's body ``{"error_code": 40301,
