@@ -31,10 +31,10 @@ an unknown user from a wrong password, and no sooner than
 FAILED_LOGIN_DELAY_S after the login began: a client trying passwords on
 one connection gets at most one answer per delay, as on the Kafka
 listeners. (The brokers answer a failed SASL login at once and delay
-only their close; measured on 2026-11-29, a refused REST login mostly
-took about 105 ms before this floor, but some took 6 ms, so the floor
-tops up what the brokers took rather than adding to it.) The wait is on
-the request's thread, holding no lock. A login that passed is remembered
+only their close, which the login does not wait for: a refused REST
+login took 6 ms before this floor. The floor tops up what the brokers
+took rather than adding to it.) The wait is on the request's thread,
+holding no lock. A login that passed is remembered
 for LOGIN_CACHE_S, keyed by a keyed hash of the header, so a client
 polling ``/status`` does not make the worker pay a SCRAM exchange each
 time. When no bootstrap server answers, the request
