@@ -20,7 +20,12 @@ Kafka's KafkaApis does around its handlers:
   topics, ListGroups, OffsetFetch of all a group's topics;
 - the ``*_authorized_operations`` fields (KIP-430) of Metadata,
   DescribeCluster, DescribeGroups and DescribeTopicPartitions are filled in
-  (with the authorizer off they keep answering "omitted").
+  (with the authorizer off they keep answering "omitted");
+- while ``acls_behind`` (a worker that learned of an ACL version it has
+  not applied: server/controller/acl_control.py), nothing is decided with
+  the old ACLs: every request but a super user's is answered with the
+  retriable STALE_ACLS_CODE where its check would have denied (each
+  resource, or the whole request), and nothing else of it is served.
 
 The checks per API are Kafka 3.x's (see ``_CHECKS``), and for the APIs
 of KIP-932 Kafka 4.x's: the share coordinator's (InitializeShareGroupState,
@@ -67,6 +72,14 @@ TXN_DENIED = errors.TransactionalIdAuthorizationFailedError.code
 NOT_ATTEMPTED = errors.OperationNotAttemptedError.code
 TOKEN_DENIED = errors.DelegationTokenAuthorizationFailedError.code
 TOKEN_NOT_ALLOWED = errors.DelegationTokenRequestNotAllowedError.code
+_DENIED_CODES = frozenset({TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED})
+# What a worker whose ACLs are behind answers. Kafka has no code for "this
+# broker's ACLs are out of date"; NOT_LEADER_OR_FOLLOWER is what a broker
+# answers when the client's view of it is stale: every client retries it
+# (after a metadata refresh, which the controller answers with the current
+# ACLs), where an authorization error would be final and a wrong "allowed"
+# would serve a revoked user.
+STALE_ACLS_CODE = errors.NotLeaderOrFollowerError.code
 
 
 class RequestGate:
@@ -78,18 +91,37 @@ class RequestGate:
         self.authorizer = authorizer
         self.topic_name_of = topic_name_of or (lambda topic_id: None)
         self.topic_exists = topic_exists or (lambda name: True)
+        self.acls_behind = False    # set by the worker (acl_control.py's versions)
 
     def check(self, ctx, body: dict) -> dict | None:
         """None: the handler serves what is left of ``body``; a dict: the
         response itself (nothing was left to serve)."""
-        check = _CHECKS.get(ctx.api_key)
-        if check is not None:
-            return check(_Request(self, ctx), body)
         if ctx.api_key in _NO_CHECK:
             return None
+        check = _CHECKS.get(ctx.api_key)
+        if self.acls_behind and ctx.principal not in self.authorizer.super_users:
+            return self._behind(check, ctx, body)
+        if check is not None:
+            return check(_Request(self, ctx), body)
         # an API nobody wrote a rule for: closed until someone does
         raise errors.ClusterAuthorizationFailedError(
             f"{ctx.principal} may not use API {ctx.api_key}: it has no authorization rule")
+
+    def _behind(self, check, ctx, body: dict) -> dict | None:
+        """The API's check as if every decision were a denial (none is
+        made, nor audited), each denial answered STALE_ACLS_CODE."""
+        why = "this broker's ACLs are out of date; retry (it is catching up)"
+        if check is None:
+            raise errors.NotLeaderOrFollowerError(why)
+        request = _Behind(self, ctx)
+        try:
+            result = check(request, body)
+        except errors.KafkaError as exc:
+            if exc.code in _DENIED_CODES:
+                raise errors.NotLeaderOrFollowerError(why) from None
+            raise
+        request.amend(_retriable)
+        return result
 
 
 class _Request:
@@ -152,6 +184,30 @@ class _Request:
         if entries:
             self.amend(lambda body: body.setdefault(field, []).extend(entries)
                        if body.get(field) is not None else body.__setitem__(field, entries))
+
+
+class _Behind(_Request):
+    """A request's questions while the ACLs are behind: nothing is allowed,
+    nothing audited (no decision was made)."""
+
+    __slots__ = ()
+
+    def may(self, op: Op, res: Res, name: str, audit: bool = True) -> bool:
+        return False
+
+
+def _retriable(body) -> None:
+    """Every authorization error code in a response, at any depth,
+    made STALE_ACLS_CODE (RequestGate._behind)."""
+    if isinstance(body, dict):
+        if body.get("error_code") in _DENIED_CODES:
+            body["error_code"] = STALE_ACLS_CODE
+        for value in body.values():
+            if isinstance(value, (dict, list)):
+                _retriable(value)
+    elif isinstance(body, list):
+        for item in body:
+            _retriable(item)
 
 
 # The operations each resource type has (Kafka's AclEntry.supportedOperations).
