@@ -24,8 +24,8 @@ Kafka's KafkaApis does around its handlers:
 - while ``acls_behind`` (a worker that learned of an ACL version it has
   not applied: server/controller/acl_control.py), nothing is decided with
   the old ACLs: every request but a super user's is answered with the
-  retriable STALE_ACLS_CODE where its check would have denied (each
-  resource, or the whole request), and nothing else of it is served.
+  retriable stale_acls.STALE_ACLS_CODE where its check would have denied
+  (each resource, or the whole request), and nothing else of it is served.
 
 The checks per API are Kafka 3.x's (see ``_CHECKS``), and for the APIs
 of KIP-932 Kafka 4.x's: the share coordinator's (InitializeShareGroupState,
@@ -63,6 +63,7 @@ from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ConfigResourceType, CoordinatorType
 from kafkalite.protocol.enums import ResourceType as Res
+from kafkalite.server.auth import stale_acls
 from kafkalite.server.auth.authorizer import CLUSTER_NAME, Authorizer
 
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
@@ -72,14 +73,6 @@ TXN_DENIED = errors.TransactionalIdAuthorizationFailedError.code
 NOT_ATTEMPTED = errors.OperationNotAttemptedError.code
 TOKEN_DENIED = errors.DelegationTokenAuthorizationFailedError.code
 TOKEN_NOT_ALLOWED = errors.DelegationTokenRequestNotAllowedError.code
-_DENIED_CODES = frozenset({TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED})
-# What a worker whose ACLs are behind answers. Kafka has no code for "this
-# broker's ACLs are out of date"; NOT_LEADER_OR_FOLLOWER is what a broker
-# answers when the client's view of it is stale: every client retries it
-# (after a metadata refresh, which the controller answers with the current
-# ACLs), where an authorization error would be final and a wrong "allowed"
-# would serve a revoked user.
-STALE_ACLS_CODE = errors.NotLeaderOrFollowerError.code
 
 
 class RequestGate:
@@ -109,7 +102,7 @@ class RequestGate:
 
     def _behind(self, check, ctx, body: dict) -> dict | None:
         """The API's check as if every decision were a denial (none is
-        made, nor audited), each denial answered STALE_ACLS_CODE."""
+        made, nor audited), each denial answered stale_acls.STALE_ACLS_CODE."""
         why = "this broker's ACLs are out of date; retry (it is catching up)"
         if check is None:
             raise errors.NotLeaderOrFollowerError(why)
@@ -117,10 +110,10 @@ class RequestGate:
         try:
             result = check(request, body)
         except errors.KafkaError as exc:
-            if exc.code in _DENIED_CODES:
+            if exc.code in stale_acls.DENIED_CODES:
                 raise errors.NotLeaderOrFollowerError(why) from None
             raise
-        request.amend(_retriable)
+        request.amend(stale_acls.retriable)
         return result
 
 
@@ -194,20 +187,6 @@ class _Behind(_Request):
 
     def may(self, op: Op, res: Res, name: str, audit: bool = True) -> bool:
         return False
-
-
-def _retriable(body) -> None:
-    """Every authorization error code in a response, at any depth,
-    made STALE_ACLS_CODE (RequestGate._behind)."""
-    if isinstance(body, dict):
-        if body.get("error_code") in _DENIED_CODES:
-            body["error_code"] = STALE_ACLS_CODE
-        for value in body.values():
-            if isinstance(value, (dict, list)):
-                _retriable(value)
-    elif isinstance(body, list):
-        for item in body:
-            _retriable(item)
 
 
 # The operations each resource type has (Kafka's AclEntry.supportedOperations).

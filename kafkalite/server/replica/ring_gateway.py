@@ -95,8 +95,8 @@ MAX_RINGS = 1024
 MAX_CLOSED_RINGS = 8 * MAX_RINGS
 RING_ACK_TIMEOUT_S = 30.0        # an acks=all entry not committed by then is REQUEST_TIMED_OUT
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
-# an entry refused while the worker's ACLs are behind (request_authorization.py's
-# STALE_ACLS_CODE, and why)
+# an entry refused while the worker's ACLs are behind (server/auth/stale_acls.py's
+# STALE_ACLS_CODE, and why; replica/ does not import auth/)
 STALE_ACLS_CODE = errors.NotLeaderOrFollowerError.code
 # A ring's producer is on this host by construction: its ACL host.
 RING_HOST = "127.0.0.1"
