@@ -115,7 +115,9 @@ def test_a_revocation_made_while_a_rejoining_workers_start_is_on_its_way_takes_e
         # ... which, starved, beats again and is sent its start, but has not
         # done it yet (it runs a millisecond in fifty until the start is sent)
         seen = len(srv.output())
+        deadline = time.monotonic() + 60
         while f"worker 0 (pid {worker}) is up" not in srv.output()[seen:]:
+            assert time.monotonic() < deadline, "worker 0 was never sent its start again"
             os.kill(worker, signal.SIGCONT)
             time.sleep(0.001)
             os.kill(worker, signal.SIGSTOP)
