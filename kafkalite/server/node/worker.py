@@ -13,8 +13,10 @@ The worker is the event loop around the parts that do the work:
   relay (relay.py) that passes the Kafka requests it does not serve to
   the supervisor;
 - the control channel from the supervisor: a DEALER carrying JSON messages
-  (assign / unassign / acls / quotas / quota_usage / shutdown in; hello / done /
-  heartbeat / metrics / quota_usage / alter_partition / refresh / bye out);
+  (assign / unassign / acls / acl_version / quotas / quota_usage / shutdown
+  in, each naming the ACLs' version; hello / done / heartbeat, naming the
+  version applied / metrics / quota_usage / alter_partition / refresh / bye
+  out);
   ``metrics`` is this worker's figures once a second (metrics.py), unless
   metrics are off; ``quota_usage`` its client quota rates, answered with the
   rest of the node's (quotas.py); with CURVE it and the relay connect with
@@ -500,6 +502,8 @@ class Worker:
             self.replica_manager.shares.delete_group(msg["group"])
         elif kind == "shutdown":
             self._stop = True
+        elif kind == "acl_version":
+            pass                    # the controller's ACL version: _acls_from took it
         else:
             log.warning("worker %d: unknown control message %r", self.index, kind)
 
