@@ -152,3 +152,24 @@ def test_failed_logins_wait_as_on_the_kafka_listener_without_holding_other_conne
     assert took >= 2.9, f"30 wrong passwords answered in {took:.2f} s"
     # neither the accept thread nor the other connection waited for the guesses
     assert guessed_meanwhile < 25, guessed_meanwhile
+
+
+@pytest.mark.parametrize("door", ["schema_registry", "rest_proxy", "iceberg_rest"])
+def test_every_http_service_delays_failed_logins(server, door):
+    """The registry, the REST proxy and the Iceberg catalog log in through
+    the same login: 5 wrong passwords on one connection take 0.5 s (0.01 s
+    before issue 67)."""
+    where = urllib.parse.urlsplit(server.info[door])
+    wrong = base64.b64encode(b"alice:guess").decode()
+    link = http.client.HTTPConnection(where.hostname, where.port, timeout=20)
+    try:
+        started = time.monotonic()
+        for _ in range(5):
+            link.request("GET", "/", headers={"Authorization": f"Basic {wrong}"})
+            response = link.getresponse()
+            response.read()
+            assert response.status == 401
+        took = time.monotonic() - started
+    finally:
+        link.close()
+    assert took >= 0.49, f"5 wrong passwords answered in {took:.2f} s"
