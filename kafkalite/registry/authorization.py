@@ -18,6 +18,9 @@ topic ACL::
 What each endpoint needs (``RULES`` below, one per route of rest.py):
 
 - register (``POST /subjects/{s}/versions``): Write on the subject;
+- a schema's references (register, look up, check compatibility): Read on
+  each subject they name; one the user may not Describe is answered as a
+  subject that is not there (rest.py ``_readable_references``);
 - read a subject's versions, a version, its schema, its referencers, look a
   schema up (``POST /subjects/{s}``), check compatibility against it: Read;
 - delete a version or the subject (soft or permanent): Delete;

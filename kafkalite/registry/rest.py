@@ -192,6 +192,8 @@ class RegistryApp:
         access.apply(rule, args)            # before the body is read: 40301 costs nothing
         raw = self._raw_body(environ) if method in ("POST", "PUT") else b""
         body = self._parse(raw) if method in ("POST", "PUT") else None
+        if body is not None and access.decides:
+            self._readable_references(body.get("references"), access)
         if handler in self.writes:
             return leader.serve_write(self.store, environ, raw,
                                       lambda: handler(*args, query=query, body=body))
@@ -306,6 +308,29 @@ class RegistryApp:
             access.require_subject(Op.READ, seen[0])
         access.may_subject(Op.READ, subjects[0])      # audited: an attempt
         raise self._hidden(sid)
+
+    @staticmethod
+    def _readable_references(references, access) -> None:
+        """A schema's references (register, look up, check compatibility)
+        read the subjects they name: Read on each, 40301 naming one the user
+        may see, and for one the user may not see the store's answer to a
+        subject that is not there (42201), so that a reference cannot tell
+        which hidden subjects exist (issue 67). Malformed ones are the
+        store's to refuse."""
+        for ref in references if isinstance(references, list) else ():
+            if not isinstance(ref, dict) or not isinstance(ref.get("subject"), str):
+                continue
+            subject = ref["subject"]
+            if access.may_subject(Op.READ, subject, audit=False):
+                continue
+            if access.sees_subject(subject):
+                access.require_subject(Op.READ, subject)
+            access.may_subject(Op.READ, subject)              # audited: an attempt
+            name, version = ref.get("name"), ref.get("version")
+            if str(version) in ("-1", "latest"):
+                raise schemas.invalid(f"reference {name!r}: subject {subject!r} has no version")
+            raise schemas.invalid(f"reference {name!r}: version {version} of subject "
+                                  f"{subject!r} does not exist")
 
     @staticmethod
     def _hidden(sid: int):

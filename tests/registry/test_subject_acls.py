@@ -169,6 +169,41 @@ def test_walking_ids_reveals_no_subject_the_user_may_not_see(server):
     assert call(server, f"/schemas/ids/{only_hidden}/subjects", "admin") == (
         200, ["payroll-key"])
 
+
+def test_a_reference_reveals_no_subject_the_user_may_not_see(server):
+    """Issue 67: a schema's references were resolved whatever the user
+    might read, so registering one that names a hidden subject succeeded
+    where one naming a subject never made failed: a user could tell which
+    hidden subjects exist (and build on their types). Now a reference needs
+    Read on its subject, and one the user may not see is answered as a
+    subject that is not there."""
+    secret = json.dumps({"type": "record", "name": "Secret",
+                         "fields": [{"name": "salary", "type": "long"}]})
+    register(server, "admin", "payroll-value", secret)
+    register(server, "alice", "alice-value")
+
+    def refer(user, subject, typename, version=1, into="alice-wrap"):
+        wrapper = json.dumps({"type": "record", "name": "Wrap",
+                              "fields": [{"name": "inner", "type": typename}]})
+        return call(server, f"/subjects/{into}/versions", user, "POST", {
+            "schema": wrapper, "references": [
+                {"name": typename, "subject": subject, "version": version}]})
+
+    for version in (1, -1):
+        hidden = refer("alice", "payroll-value", "Secret", version)
+        never = refer("alice", "nobody-value", "Secret", version)
+        assert hidden[0] == never[0] == 422, (hidden, never)
+        assert hidden[1] == json.loads(json.dumps(never[1]).replace("nobody", "payroll"))
+        # looking up and checking compatibility with it answer the same
+        for path in ("/subjects/alice-value", "/compatibility/subjects/alice-value/versions"):
+            body = {"schema": SCHEMA, "references": [
+                {"name": "Secret", "subject": "payroll-value", "version": version}]}
+            assert call(server, path, "alice", "POST", body)[1]["error_code"] == 42201, path
+    status, answer = refer("alice", "alice-value", "R")      # a subject alice may read
+    assert status == 200 and answer["id"] >= 1, answer
+    status, answer = refer("admin", "payroll-value", "Secret", into="payroll-wrap")
+    assert status == 200, answer
+
 def test_delete_needs_delete(server):
     register(server, "alice", "alice-gone")
     register(server, "admin", "admin-gone")
