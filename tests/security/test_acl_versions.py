@@ -22,21 +22,27 @@ the controller answers, would tell the revocation first).
 from __future__ import annotations
 
 import os
+import pwd
 import signal
 import threading
 import time
 
+import pytest
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
 
 from harness import sasl_config, secured_server, stop_server, wait_until
+from kafkalite import errors
 from kafkalite.client.blocking_kafka_client import BlockingKafkaClient, parse_servers
+from kafkalite.client.connection import Connection
+from kafkalite.client.ring_link import RingLink
 from kafkalite.protocol import ApiKey
 from kafkalite.server.node.processes import DROP_ACLS_FAULT, FAULT_ENV
 
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 TOPIC, PARTITIONS = "alice-t", 4
 ALLOWED, DENIED, RETRIABLE = 0, 29, 6     # TOPIC_AUTHORIZATION_FAILED, NOT_LEADER_OR_FOLLOWER
+ME = "User:unix:" + pwd.getpwuid(os.getuid()).pw_name      # this process on a local door
 
 
 def start(tmp_path):
@@ -47,8 +53,9 @@ def start(tmp_path):
         admin = AdminClient(sasl_config(srv, "admin", PASSWORDS["admin"]))
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(60)
         for f in admin.create_acls([AclBinding(
-                ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, f"User:{user}", "*",
-                AclOperation.ALL, AclPermissionType.ALLOW) for user in ("alice", "bob")]).values():
+                ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, principal, "*",
+                AclOperation.ALL, AclPermissionType.ALLOW)
+                for principal in ("User:alice", "User:bob", ME)]).values():
             f.result(30)
         port = admin.list_topics(timeout=10).brokers[0].port
     except BaseException:
@@ -75,6 +82,15 @@ def codes(port: int, user: str) -> set[int]:
     finally:
         c.close()
     return {p["error_code"] for t in answer["topics"] for p in t["partitions"]}
+
+
+def attach_ring(srv) -> None:
+    """A ring attached to worker 0 through its local door (as ME), and closed."""
+    conn = Connection(srv.info["workers"][0]["endpoint"], "keyless")
+    try:
+        RingLink(conn, 1 << 16, 5.0).close()
+    finally:
+        conn.close()
 
 
 def revoke_alice(srv) -> dict:
@@ -152,9 +168,12 @@ def test_a_worker_whose_acls_push_was_lost_refuses_retriably_until_it_catches_up
                    "worker 0 refusing alice retriably")
         assert codes(port, "bob") == {RETRIABLE}
         assert ALLOWED in codes(port, "admin")
+        with pytest.raises(errors.NotLeaderOrFollowerError, match="out of date"):
+            attach_ring(srv)                    # nor is a ring attached meanwhile
         (tmp_path / "drop-acls-0").unlink()
         served_alice_never_then_denied(port)
         assert ALLOWED in codes(port, "bob")
+        attach_ring(srv)
         revoking.join(30)
         assert result["filter_results"][0]["matching_acls"], result
     finally:
