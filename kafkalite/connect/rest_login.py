@@ -27,11 +27,18 @@ lets it through. A request forwarded to the leader, or to a connector's
 owner, carries its caller's ``Authorization`` header (``CALLER``).
 
 Failed logins answer 401 with ``WWW-Authenticate: Basic``, never telling
-an unknown user from a wrong password; a login that passed is remembered
-for LOGIN_CACHE_S, keyed by a keyed hash of the header, so a client polling
-``/status`` does not make the worker pay a SCRAM exchange each time. When
-no bootstrap server answers, the request is answered 503 (the credentials
-could not be checked), not 401.
+an unknown user from a wrong password, and no sooner than
+FAILED_LOGIN_DELAY_S after the login began: a client trying passwords on
+one connection gets at most one answer per delay, as on the Kafka
+listeners. (The brokers answer a failed SASL login at once and delay
+only their close, which the login does not wait for: a refused REST
+login took 6 ms before this floor. The floor tops up what the brokers
+took rather than adding to it.) The wait is on the request's thread,
+holding no lock. A login that passed is remembered
+for LOGIN_CACHE_S, keyed by a keyed hash of the header, so a client
+polling ``/status`` does not make the worker pay a SCRAM exchange each
+time. When no bootstrap server answers, the request
+is answered 503 (the credentials could not be checked), not 401.
 
 Who may call: rest.py's request threads (BrokerLogin is thread-safe).
 """
@@ -59,6 +66,9 @@ REALM = "kafka-connect"
 LOGIN_CACHE_S = 60.0
 LOGIN_CACHE_MAX = 1024
 LOGIN_TIMEOUT_S = 10.0
+# Kafka's connection.failed.authentication.delay.ms default (a Connect worker has no
+# broker config to read the cluster's from)
+FAILED_LOGIN_DELAY_S = 0.1
 # the caller's Authorization header, while a REST thread serves its request: what the
 # herder passes on when it forwards the request to another worker
 CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -148,6 +158,7 @@ class BrokerLogin:
         if not self._sasl_login(creds):
             with self._lock:
                 self.failures += 1
+            time.sleep(max(0.0, now + FAILED_LOGIN_DELAY_S - time.monotonic()))
             return None
         with self._lock:
             if len(self._passed) >= LOGIN_CACHE_MAX:

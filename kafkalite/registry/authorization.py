@@ -18,6 +18,9 @@ topic ACL::
 What each endpoint needs (``RULES`` below, one per route of rest.py):
 
 - register (``POST /subjects/{s}/versions``): Write on the subject;
+- a schema's references (register, look up, check compatibility): Read on
+  each subject they name; one the user may not Describe is answered as a
+  subject that is not there (rest.py ``_readable_references``);
 - read a subject's versions, a version, its schema, its referencers, look a
   schema up (``POST /subjects/{s}``), check compatibility against it: Read;
 - delete a version or the subject (soft or permanent): Delete;
@@ -31,6 +34,9 @@ What each endpoint needs (``RULES`` below, one per route of rest.py):
 - lists: ``GET /subjects`` and ``/schemas/ids/{id}/subjects|versions``
   keep the subjects the user may Describe (Read, Write, Delete imply it),
   left out unaudited, as Kafka's Metadata leaves out topics;
+- by id, an id none of whose subjects the user may Describe is answered
+  as an id never given (40403, rest.py ``_hidden``), never a 403 naming
+  one: ids are sequential, and walking them must reveal no hidden subject;
 - ``/``, ``/schemas/types``, ``/contexts``: any user who logged in.
 
 A denial is HTTP 403 with Confluent's body ``{"error_code": 40301,

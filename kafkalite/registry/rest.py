@@ -34,7 +34,8 @@ from kafkalite.registry import compatibility, leader, schemas
 from kafkalite.registry.authorization import FILTERED, OPEN, Access, Rule
 from kafkalite.registry.errors import (INTERNAL_ERROR, INVALID_VERSION,
                                        SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
-                                       SUBJECT_LEVEL_MODE_NOT_CONFIGURED, RegistryError)
+                                       SUBJECT_LEVEL_MODE_NOT_CONFIGURED, RegistryError,
+                                       schema_not_found)
 from kafkalite.registry.store import SchemaStore
 
 log = logging.getLogger("kafkalite.registry")
@@ -191,6 +192,8 @@ class RegistryApp:
         access.apply(rule, args)            # before the body is read: 40301 costs nothing
         raw = self._raw_body(environ) if method in ("POST", "PUT") else b""
         body = self._parse(raw) if method in ("POST", "PUT") else None
+        if body is not None and access.decides:
+            self._readable_references(body.get("references"), access)
         if handler in self.writes:
             return leader.serve_write(self.store, environ, raw,
                                       lambda: handler(*args, query=query, body=body))
@@ -288,18 +291,55 @@ class RegistryApp:
 
     def _readable_schema(self, sid: int, access):
         """The schema of ``sid`` if the user may Read some subject it is
-        registered under (a super user: any schema); 40301 otherwise."""
+        registered under (a super user: any schema); 40301 naming a subject
+        the user may see otherwise, or, when the user may see none of them,
+        the answer to an unknown id (``_hidden``)."""
         st = self.store.read()
         stored = st.schema(sid)
         subjects = sorted({v.subject for v in st.uses(sid, True)})
         if any(access.may_subject(Op.READ, s, audit=False) for s in subjects):
             return stored
-        # denied: audited once, under its first subject (the cluster when none has it)
-        if subjects:
-            access.require_subject(Op.READ, subjects[0])
-        else:
-            access.require_cluster(Op.DESCRIBE)
-        return stored
+        if not subjects:
+            if not access.may_cluster(Op.DESCRIBE):
+                raise self._hidden(sid)
+            return stored
+        seen = [s for s in subjects if access.sees_subject(s)]
+        if seen:            # denied, audited once, naming a subject the user may see
+            access.require_subject(Op.READ, seen[0])
+        access.may_subject(Op.READ, subjects[0])      # audited: an attempt
+        raise self._hidden(sid)
+
+    @staticmethod
+    def _readable_references(references, access) -> None:
+        """A schema's references (register, look up, check compatibility)
+        read the subjects they name: Read on each, 40301 naming one the user
+        may see, and for one the user may not see the store's answer to a
+        subject that is not there (42201), so that a reference cannot tell
+        which hidden subjects exist (issue 67). Malformed ones are the
+        store's to refuse."""
+        for ref in references if isinstance(references, list) else ():
+            if not isinstance(ref, dict) or not isinstance(ref.get("subject"), str):
+                continue
+            subject = ref["subject"]
+            if access.may_subject(Op.READ, subject, audit=False):
+                continue
+            if access.sees_subject(subject):
+                access.require_subject(Op.READ, subject)
+            access.may_subject(Op.READ, subject)              # audited: an attempt
+            name, version = ref.get("name"), ref.get("version")
+            if str(version) in ("-1", "latest"):
+                raise schemas.invalid(f"reference {name!r}: subject {subject!r} has no version")
+            raise schemas.invalid(f"reference {name!r}: version {version} of subject "
+                                  f"{subject!r} does not exist")
+
+    @staticmethod
+    def _hidden(sid: int):
+        """An id whose every subject the user may not see (nor, without
+        subjects, the cluster) is answered as an id never given (40403),
+        as Confluent answers one: ids are sequential, and a 403 naming a
+        subject, or only telling the id apart, would let a user walking
+        them list what the ACLs hide (issue 67)."""
+        return schema_not_found(f"Schema {sid} not found")
 
     def schema_by_id(self, sid, query, body, access):
         with self.store.lock:
@@ -318,17 +358,19 @@ class RegistryApp:
 
     def _uses(self, sid: int, deleted: bool, access=None):
         """The versions registered with ``sid``; with ``access``, of the
-        subjects the user may describe (40301 when there were some, but
-        none such)."""
+        subjects the user may describe (an unknown id's answer when the
+        user may describe none of its subjects, deleted ones counted:
+        ``_hidden``)."""
         st = self.store.read()
         st.schema(sid)
         uses = st.uses(sid, deleted)
         if access is None:
             return uses
-        seen = [v for v in uses if access.sees_subject(v.subject)]
-        if uses and not seen:
-            access.require_subject(Op.DESCRIBE, uses[0].subject)
-        return seen
+        every = st.uses(sid, True)
+        if every and not any(access.sees_subject(v.subject) for v in every):
+            access.may_subject(Op.DESCRIBE, every[0].subject)     # audited: an attempt
+            raise self._hidden(sid)
+        return [v for v in uses if access.sees_subject(v.subject)]
 
     def subjects_by_id(self, sid, query, body, access):
         with self.store.lock:

@@ -16,6 +16,7 @@ plain users. Workers speak Kafka's protocol to that listener
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 import requests
@@ -109,6 +110,22 @@ def test_rest_calls_need_a_login_of_the_cluster(worker):
         assert call(url, "GET", "/connector-plugins", "bob").status_code == 200
     assert call(url, "GET", "/connectors", "bob", "bob-secret-2").status_code == 401
 
+
+
+def test_failed_logins_wait_as_on_the_kafka_listener(worker):
+    """Issue 67: a wrong password was answered as soon as the brokers
+    refused it (6 ms); now no sooner than 100 ms after the login began, the
+    Kafka listener's delay, so a client guessing on one connection gets at
+    most one answer per 100 ms. Each answer's time is checked (load only
+    lengthens them)."""
+    took = []
+    with requests.Session() as guessing:
+        for _ in range(10):
+            started = time.monotonic()
+            r = guessing.get(worker.url + "/connectors", auth=("alice", "guess"), timeout=60)
+            took.append(time.monotonic() - started)
+            assert r.status_code == 401
+    assert min(took) >= 0.099, [round(t, 3) for t in took]
 
 def sink(url, name, topic, path, user):
     return call(url, "POST", "/connectors", user, json={"name": name, "config": {

@@ -105,10 +105,13 @@ def test_reads_and_lookups_need_read(server):
     assert call(server, "/subjects/alice-value", "bob", "POST", {"schema": SCHEMA})[0] == 200
     assert call(server, "/compatibility/subjects/alice-value/versions/latest", "bob", "POST",
                 {"schema": SCHEMA})[0] == 200
-    for path in ("/subjects/alice-other/versions", "/subjects/alice-other/versions/latest",
-                 f"/schemas/ids/{other}", f"/schemas/ids/{other}/schema"):
+    for path in ("/subjects/alice-other/versions", "/subjects/alice-other/versions/latest"):
         status, answer = call(server, path, "bob")
         assert refused(answer, status, "denied operation Read"), path
+    # an id of subjects bob may not see is one never given (test_walking_ids_...)
+    for path in (f"/schemas/ids/{other}", f"/schemas/ids/{other}/schema"):
+        assert call(server, path, "bob") == (404, {"error_code": 40403,
+                                                   "message": f"Schema {other} not found"})
     status, answer = call(server, "/subjects/alice-other", "bob", "POST",
                           {"schema": OTHER_SCHEMA})
     assert refused(answer, status, "Read on Subject: alice-other")
@@ -129,6 +132,77 @@ def test_lists_keep_what_the_user_may_describe(server):
     assert sorted(call(server, f"/schemas/ids/{sid}/subjects", "alice")[1]) == [
         "alice-copy", "alice-value"]
 
+
+
+def test_walking_ids_reveals_no_subject_the_user_may_not_see(server):
+    """Issue 67: ids are sequential, and a lookup by id of a schema under
+    subjects hidden from the user answered 403 "... on Subject: <name>":
+    walking the ids listed every subject. Now such an id answers as an id
+    never given (404, 40403), and a shared id lists only the subjects the
+    user may describe; alice (the ``alice-`` subjects) and bob
+    (``alice-value``) each walk every id."""
+    secret = json.dumps({"type": "record", "name": "Secret",
+                         "fields": [{"name": "salary", "type": "long"}]})
+    hidden = register(server, "admin", "payroll-value", secret)[1]["id"]
+    shared = register(server, "alice", "alice-shared", secret)[1]["id"]
+    assert shared == hidden                 # one schema, one id: under both subjects
+    only_hidden = register(server, "admin", "payroll-key", OTHER_SCHEMA.replace('"S"', '"K"'))
+    only_hidden = only_hidden[1]["id"]
+    register(server, "alice", "alice-value")
+    top = call(server, "/schemas/ids/1?fetchMaxId=true", "admin")[1]["maxId"]
+    never = top + 1
+    for user in ("alice", "bob"):
+        for sid in range(1, top + 2):
+            for tail in ("", "/schema", "/subjects", "/versions", "/versions?deleted=true"):
+                status, answer = call(server, f"/schemas/ids/{sid}{tail}", user)
+                assert "payroll" not in json.dumps(answer), (user, sid, tail, answer)
+                if sid in (only_hidden, never):
+                    assert (status, answer) == (404, {
+                        "error_code": 40403, "message": f"Schema {sid} not found"}), \
+                        (user, sid, tail)
+    assert call(server, f"/schemas/ids/{shared}/subjects", "alice") == (200, ["alice-shared"])
+    assert call(server, f"/schemas/ids/{shared}/versions", "alice") == (
+        200, [{"subject": "alice-shared", "version": 1}])
+    assert call(server, f"/schemas/ids/{shared}", "alice")[0] == 200
+    # bob may see neither subject of the shared id: it is unknown to him too
+    assert call(server, f"/schemas/ids/{shared}/subjects", "bob")[0] == 404
+    assert call(server, f"/schemas/ids/{only_hidden}/subjects", "admin") == (
+        200, ["payroll-key"])
+
+
+def test_a_reference_reveals_no_subject_the_user_may_not_see(server):
+    """Issue 67: a schema's references were resolved whatever the user
+    might read, so registering one that names a hidden subject succeeded
+    where one naming a subject never made failed: a user could tell which
+    hidden subjects exist (and build on their types). Now a reference needs
+    Read on its subject, and one the user may not see is answered as a
+    subject that is not there."""
+    secret = json.dumps({"type": "record", "name": "Secret",
+                         "fields": [{"name": "salary", "type": "long"}]})
+    register(server, "admin", "payroll-value", secret)
+    register(server, "alice", "alice-value")
+
+    def refer(user, subject, typename, version=1, into="alice-wrap"):
+        wrapper = json.dumps({"type": "record", "name": "Wrap",
+                              "fields": [{"name": "inner", "type": typename}]})
+        return call(server, f"/subjects/{into}/versions", user, "POST", {
+            "schema": wrapper, "references": [
+                {"name": typename, "subject": subject, "version": version}]})
+
+    for version in (1, -1):
+        hidden = refer("alice", "payroll-value", "Secret", version)
+        never = refer("alice", "nobody-value", "Secret", version)
+        assert hidden[0] == never[0] == 422, (hidden, never)
+        assert hidden[1] == json.loads(json.dumps(never[1]).replace("nobody", "payroll"))
+        # looking up and checking compatibility with it answer the same
+        for path in ("/subjects/alice-value", "/compatibility/subjects/alice-value/versions"):
+            body = {"schema": SCHEMA, "references": [
+                {"name": "Secret", "subject": "payroll-value", "version": version}]}
+            assert call(server, path, "alice", "POST", body)[1]["error_code"] == 42201, path
+    status, answer = refer("alice", "alice-value", "R")      # a subject alice may read
+    assert status == 200 and answer["id"] >= 1, answer
+    status, answer = refer("admin", "payroll-value", "Secret", into="payroll-wrap")
+    assert status == 200, answer
 
 def test_delete_needs_delete(server):
     register(server, "alice", "alice-gone")

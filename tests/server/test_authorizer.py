@@ -158,8 +158,9 @@ def test_acl_file_round_trip(tmp_path):
                                            resource_name="kafka-cluster", operation=Op.ALTER)),
             binding_from_request(_creation(resource_pattern_type=Pat.PREFIXED,
                                            permission_type=Perm.DENY))]
-    AclStore(str(tmp_path)).save(acls)
-    assert AclStore(str(tmp_path)).load() == acls
+    assert AclStore(str(tmp_path)).load() == ([], 0)
+    AclStore(str(tmp_path)).save(acls, 7)
+    assert AclStore(str(tmp_path)).load() == (acls, 7)      # the version is kept (issue 67)
     (tmp_path / "acls.json").write_text("{not json")
     with pytest.raises(errors.KafkaStorageError):
         AclStore(str(tmp_path)).load()

@@ -14,7 +14,9 @@ What it holds:
   the schema registry);
 - authorizer.py: the ACL model and its decisions;
 - request_authorization.py: what each Kafka API asks of the authorizer
-  before its handler runs (``RequestGate``).
+  before its handler runs (``RequestGate``);
+- stale_acls.py: what a worker answers while its ACLs are behind the
+  controller's (a retriable error, never a decision with the old ones).
 
 Which process runs it: every broker process (the supervisor and each
 worker; a broker node of a cluster keeps the users file its workers read);

@@ -33,7 +33,16 @@ app: the console, the schema registry, the REST proxy, the Iceberg REST
 catalog).
 
 Failed logins are answered 401 and counted, never told apart (an unknown
-user and a wrong password look the same); a login that passed is
+user and a wrong password look the same), and the answer to credentials
+that failed waits ``failed_auth_delay_ms`` (the node's
+``connection_failed_authentication_delay_ms``, 100 ms by default, the Kafka
+listener's delay): a client trying passwords on one kept-alive connection
+gets one answer per delay, as on the Kafka and native listeners. The wait
+is on the request's own thread (http_server.py serves each connection on
+a thread of its own) and holds no lock, so other connections' requests,
+and the accept thread, go on meanwhile. A request without credentials
+(a browser's first, before it asks its user) is answered at once: it
+guessed nothing. A login that passed is
 remembered for LOGIN_CACHE_S, keyed by a keyed hash of the credentials, so
 that a console polling every second does not pay PBKDF2 each time.
 
@@ -62,11 +71,13 @@ SAFE_METHODS = ("GET", "HEAD")
 
 class HttpLogin:
     """``credentials``: a credentials.CredentialStore; ``authorizer``: the
-    supervisor's (None when off)."""
+    supervisor's (None when off); ``failed_auth_delay_ms``: how long the
+    answer to credentials that failed waits."""
 
-    def __init__(self, credentials, authorizer=None):
+    def __init__(self, credentials, authorizer=None, failed_auth_delay_ms: int = 100):
         self.credentials = credentials
         self.authorizer = authorizer
+        self.failed_auth_delay_ms = failed_auth_delay_ms
         self.failures = 0
         self._key = os.urandom(32)
         self._passed: dict[bytes, tuple[str, float]] = {}     # hash -> (principal, until)
@@ -129,6 +140,8 @@ class HttpLogin:
             principal = self.principal(environ)
             if principal is None:
                 self.failures += 1
+                if self.failed_auth_delay_ms > 0 and environ.get("HTTP_AUTHORIZATION"):
+                    time.sleep(self.failed_auth_delay_ms / 1000)
                 return refuse(start_response, "401 Unauthorized",
                               "log in with a user of the server's SASL users",
                               [("WWW-Authenticate", f'Basic realm="{REALM}", charset="UTF-8"')])

@@ -20,7 +20,12 @@ Kafka's KafkaApis does around its handlers:
   topics, ListGroups, OffsetFetch of all a group's topics;
 - the ``*_authorized_operations`` fields (KIP-430) of Metadata,
   DescribeCluster, DescribeGroups and DescribeTopicPartitions are filled in
-  (with the authorizer off they keep answering "omitted").
+  (with the authorizer off they keep answering "omitted");
+- while ``acls_behind`` (a worker that learned of an ACL version it has
+  not applied: server/controller/acl_control.py), nothing is decided with
+  the old ACLs: every request but a super user's is answered with the
+  retriable stale_acls.STALE_ACLS_CODE where its check would have denied
+  (each resource, or the whole request), and nothing else of it is served.
 
 The checks per API are Kafka 3.x's (see ``_CHECKS``), and for the APIs
 of KIP-932 Kafka 4.x's: the share coordinator's (InitializeShareGroupState,
@@ -58,6 +63,7 @@ from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ConfigResourceType, CoordinatorType
 from kafkalite.protocol.enums import ResourceType as Res
+from kafkalite.server.auth import stale_acls
 from kafkalite.server.auth.authorizer import CLUSTER_NAME, Authorizer
 
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
@@ -78,18 +84,37 @@ class RequestGate:
         self.authorizer = authorizer
         self.topic_name_of = topic_name_of or (lambda topic_id: None)
         self.topic_exists = topic_exists or (lambda name: True)
+        self.acls_behind = False    # set by the worker (acl_control.py's versions)
 
     def check(self, ctx, body: dict) -> dict | None:
         """None: the handler serves what is left of ``body``; a dict: the
         response itself (nothing was left to serve)."""
-        check = _CHECKS.get(ctx.api_key)
-        if check is not None:
-            return check(_Request(self, ctx), body)
         if ctx.api_key in _NO_CHECK:
             return None
+        check = _CHECKS.get(ctx.api_key)
+        if self.acls_behind and ctx.principal not in self.authorizer.super_users:
+            return self._behind(check, ctx, body)
+        if check is not None:
+            return check(_Request(self, ctx), body)
         # an API nobody wrote a rule for: closed until someone does
         raise errors.ClusterAuthorizationFailedError(
             f"{ctx.principal} may not use API {ctx.api_key}: it has no authorization rule")
+
+    def _behind(self, check, ctx, body: dict) -> dict | None:
+        """The API's check as if every decision were a denial (none is
+        made, nor audited), each denial answered stale_acls.STALE_ACLS_CODE."""
+        why = "this broker's ACLs are out of date; retry (it is catching up)"
+        if check is None:
+            raise errors.NotLeaderOrFollowerError(why)
+        request = _Behind(self, ctx)
+        try:
+            result = check(request, body)
+        except errors.KafkaError as exc:
+            if exc.code in stale_acls.DENIED_CODES:
+                raise errors.NotLeaderOrFollowerError(why) from None
+            raise
+        request.amend(stale_acls.retriable)
+        return result
 
 
 class _Request:
@@ -152,6 +177,16 @@ class _Request:
         if entries:
             self.amend(lambda body: body.setdefault(field, []).extend(entries)
                        if body.get(field) is not None else body.__setitem__(field, entries))
+
+
+class _Behind(_Request):
+    """A request's questions while the ACLs are behind: nothing is allowed,
+    nothing audited (no decision was made)."""
+
+    __slots__ = ()
+
+    def may(self, op: Op, res: Res, name: str, audit: bool = True) -> bool:
+        return False
 
 
 # The operations each resource type has (Kafka's AclEntry.supportedOperations).

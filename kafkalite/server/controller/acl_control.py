@@ -7,19 +7,34 @@ On-disk format: ``<data_dir>/acls.json``, beside the cluster metadata
 instead, cluster_store.py: ``PostgresAclStore``), replaced atomically
 (write, fsync, rename) at every change::
 
-    {"version": 1, "acls": [["TOPIC", "orders", "LITERAL", "User:alice", "*",
-                             "READ", "ALLOW"], ...]}
+    {"version": 1, "acl_version": 7,
+     "acls": [["TOPIC", "orders", "LITERAL", "User:alice", "*", "READ", "ALLOW"], ...]}
 
 (resource type, resource name, pattern type, principal, host, operation,
-permission: the enums' names, protocol/enums.py). A change is written
+permission: the enums' names, protocol/enums.py; ``version`` is the
+file's format, ``acl_version`` the ACLs' own, below). A change is written
 before it is answered, so an acknowledged ACL survives a restart.
 
-Every worker gets the whole list on the control channel: an ``acls``
-message after each change (the change is answered once every live worker
-has confirmed it, or after ``PROPAGATION_TIMEOUT_MS``), and the list in
-the ``assign`` that starts a (re)started worker. The supervisor's own
-``Authorizer`` is changed in place. With the authorizer off the three APIs
-answer SECURITY_DISABLED, as Kafka does without an authorizer.
+ACL versions (issue 67: after a fence and rejoin, a change made while the
+worker's start was on its way never reached it, and a revoked user kept
+access until the next change). Every change bumps ``version``, kept with
+the ACLs (in PostgreSQL, where the row holds only the list, a controller
+starts from its clock in milliseconds, so that it never repeats a number
+an earlier controller gave). Every worker the controller has a link to,
+fenced or not, gets the whole list with its version on the control
+channel, an ``acls`` message, after each change (the change is answered
+once every unfenced worker has confirmed it, or after
+``PROPAGATION_TIMEOUT_MS``); the ``assign`` that starts a (re)started or
+rejoining worker carries the list and its version too. Every other
+message to a worker carries the current version (supervisor.py
+``_send_worker``), and every heartbeat of a worker the version it
+applied: a worker that sees a version it has not applied refuses the
+requests its ACLs decide with a retriable error until it has the list
+(request_authorization.py ``RequestGate.acls_behind``), and the
+controller sends the list again to a worker whose heartbeat names another
+version (``catch_up``). The supervisor's own ``Authorizer`` is changed in
+place. With the authorizer off the three APIs answer SECURITY_DISABLED, as
+Kafka does without an authorizer.
 
 Who may call: the supervisor (supervisor.py), on its single thread.
 """
@@ -28,6 +43,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 
 from kafkalite import errors
 from kafkalite.errors import KafkaError
@@ -41,6 +57,8 @@ log = logging.getLogger("kafkalite.acls")
 
 ACLS_FILE = "acls.json"
 PROPAGATION_TIMEOUT_MS = 10_000
+# how often a worker whose heartbeats name an old version is sent the list again
+ACL_RESEND_S = 1.0
 _DISABLED = "No Authorizer is configured on the broker (authorizer_enabled is off)"
 
 
@@ -50,18 +68,20 @@ class AclStore:
     def __init__(self, data_dir: str):
         self.path = os.path.join(data_dir, ACLS_FILE)
 
-    def load(self) -> list[AclBinding]:
+    def load(self) -> tuple[list[AclBinding], int]:
+        """(the ACLs, their version); a file of before versions: 0."""
         try:
             with open(self.path, "rb") as f:
                 raw = json.loads(f.read())
-            return acls_from_json(raw["acls"])
+            return acls_from_json(raw["acls"]), int(raw.get("acl_version", 0))
         except FileNotFoundError:
-            return []
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return [], 0
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise errors.KafkaStorageError(f"cannot read {self.path}: {exc}") from None
 
-    def save(self, acls) -> None:
-        data = json.dumps({"version": 1, "acls": acls_to_json(acls)}, indent=1)
+    def save(self, acls, version: int) -> None:
+        data = json.dumps({"version": 1, "acl_version": version, "acls": acls_to_json(acls)},
+                          indent=1)
         # the owner's only: who may do what, and who is a target (issue 40)
         write_atomically(self.path, data.encode(), mode=0o600)
 
@@ -73,10 +93,13 @@ class PostgresAclStore:
     def __init__(self, metadata):
         self.metadata = metadata
 
-    def load(self) -> list[AclBinding]:
-        return acls_from_json(self.metadata.read_acls())
+    def load(self) -> tuple[list[AclBinding], int]:
+        # the row has no version: this controller's start from its clock,
+        # above every version an earlier controller gave (one a millisecond
+        # at most)
+        return acls_from_json(self.metadata.read_acls()), int(time.time() * 1000)
 
-    def save(self, acls) -> None:
+    def save(self, acls, version: int) -> None:
         self.metadata.write_acls(acls_to_json(acls))
 
 
@@ -84,15 +107,44 @@ class AclControl:
     """``store`` an AclStore or PostgresAclStore; ``authorizer`` the
     supervisor's (None: the authorizer is off);
     ``channel`` the controller's BrokerChannel; ``live_brokers()`` the ids
-    of the workers that are up."""
+    of the workers that are up (unfenced), ``linked_brokers()`` of every
+    worker with a process the controller talks to, fenced or not."""
 
-    def __init__(self, store, authorizer: Authorizer | None, channel, live_brokers):
+    def __init__(self, store, authorizer: Authorizer | None, channel, live_brokers,
+                 linked_brokers=None):
         self.authorizer = authorizer
         self.channel = channel
         self.live_brokers = live_brokers
+        self.linked_brokers = linked_brokers or live_brokers
         self.store = store
+        self.version = 0
+        self.applied: dict[int, int] = {}       # worker -> the version its heartbeat named
+        self._resent_at: dict[int, float] = {}
         if authorizer is not None:
-            authorizer.replace(self.store.load())
+            acls, self.version = self.store.load()
+            authorizer.replace(acls)
+
+    def message(self) -> dict:
+        """The ``acls`` control message: the whole list and its version."""
+        return {"type": "acls", "acls": acls_to_json(self.acls), "acl_version": self.version}
+
+    def on_heartbeat(self, broker: int, applied) -> None:
+        """Worker ``broker``'s heartbeat names the version it ``applied``:
+        one behind is told the version (it refuses what the ACLs decide
+        from then on) and sent the list again, at most once per
+        ACL_RESEND_S (a push lost on the way, a link that reconnected)."""
+        if applied is None or self.authorizer is None:
+            return
+        self.applied[broker] = applied
+        if applied == self.version:
+            return
+        self.channel.tell({broker: {"type": "acl_version", "acl_version": self.version}})
+        now = time.monotonic()
+        if now >= self._resent_at.get(broker, 0.0) + ACL_RESEND_S:
+            self._resent_at[broker] = now
+            log.warning("worker %d has applied ACL version %s, not %d: sending the ACLs again",
+                        broker, applied, self.version)
+            self.channel.tell({broker: self.message()})
 
     def handlers(self) -> dict:
         return {ApiKey.DESCRIBE_ACLS: self._describe_acls, ApiKey.CREATE_ACLS: self._create_acls,
@@ -173,17 +225,25 @@ class AclControl:
         acls = list(dict.fromkeys(acls))
         if acls == list(self.authorizer.acls):
             return answer
-        self.store.save(acls)             # raises (KafkaStorageError, ...) before any change
+        # raises (KafkaStorageError, ...) before any change
+        self.store.save(acls, self.version + 1)
+        self.version += 1
         self.authorizer.replace(acls)
-        brokers = list(self.live_brokers())
-        if not brokers:
+        message = self.message()
+        live = set(self.live_brokers())
+        # a fenced worker whose start is on its way gets it too, queued
+        # behind that start: its start's list is already out of date
+        # (waited for only where unfenced: a dead one never confirms)
+        others = [b for b in self.linked_brokers() if b not in live]
+        if others:
+            self.channel.tell({b: message for b in others})
+        if not live:
             return answer
-        message = {"type": "acls", "acls": acls_to_json(acls)}
 
         def done(results, timed_out: bool) -> None:
             if timed_out:
                 log.warning("ACL change: not every worker confirmed within %d ms; they apply "
                             "it when the message arrives", PROPAGATION_TIMEOUT_MS)
             ctx.respond(answer)
-        self.channel.send({b: message for b in brokers}, done, PROPAGATION_TIMEOUT_MS)
+        self.channel.send({b: message for b in live}, done, PROPAGATION_TIMEOUT_MS)
         return DEFERRED

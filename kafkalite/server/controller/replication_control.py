@@ -64,6 +64,9 @@ class BrokerChannel(Protocol):
         are the brokers' per-partition results of an assign: {"topic",
         "partition", "error" (a Kafka error code, 0 for none), "message"}."""
 
+    def tell(self, by_broker: dict[int, dict]) -> None:
+        """Send ``by_broker[i]`` to broker i, waiting for no confirmation."""
+
 
 class ReplicationControl:
     """``cluster`` the ClusterControl (which brokers are fenced, their

@@ -31,7 +31,7 @@ def http_login(config, authorizer) -> HttpLogin | None:
     if not security_enabled(config):
         return None
     return HttpLogin(CredentialStore(users_file(config.data_dir, config.sasl_users_file)),
-                     authorizer)
+                     authorizer, config.connection_failed_authentication_delay_ms)
 
 
 def serve_app(config, app, port: int, login, name: str, refuse=None):

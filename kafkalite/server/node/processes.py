@@ -108,10 +108,14 @@ NODE_KEYS_FILE = ".node-keys"
 # whose index has a file ``hold-<index>`` in <directory> stop just before it
 # takes its lock (``lock_worker``), write ``held-<index>-<pid>`` there, and
 # go on once ``go-<pid>`` appears: a test kills the supervisor, or starts
-# another, while a worker it spawned has not taken its lock yet. Never set
-# outside those tests.
+# another, while a worker it spawned has not taken its lock yet.
+# "drop-acls:<directory>" (tests/security/test_acl_versions.py) makes a worker
+# whose index has a file ``drop-acls-<index>`` there drop every ``acls``
+# message unread, as if lost on the way, and touch ``dropped-acls-<index>``.
+# Never set outside those tests.
 FAULT_ENV = "KAFKALITE_WORKER_FAULT"
 LOCK_HOLD_FAULT = "hold-before-lock:"
+DROP_ACLS_FAULT = "drop-acls:"
 # how long a new supervisor waits for a running worker of the dead one to
 # say hello before it kills and replaces it. An orphan looks for a new
 # supervisor every HEARTBEAT_INTERVAL_S (worker.py), so a live one answers in a
@@ -306,6 +310,20 @@ def _hold_before_lock(index: int) -> None:
     open(os.path.join(directory, f"held-{index}-{os.getpid()}"), "w").close()
     while not os.path.exists(os.path.join(directory, f"go-{os.getpid()}")):
         time.sleep(0.02)
+
+
+def acl_push_dropped(index: int) -> bool:
+    """FAULT_ENV "drop-acls:<directory>": whether worker ``index`` drops
+    the ``acls`` message at hand (see FAULT_ENV). Unset: one look at the
+    environment."""
+    fault = os.environ.get(FAULT_ENV, "")
+    if not fault.startswith(DROP_ACLS_FAULT):
+        return False
+    directory = fault[len(DROP_ACLS_FAULT):]
+    if not os.path.exists(os.path.join(directory, f"drop-acls-{index}")):
+        return False
+    open(os.path.join(directory, f"dropped-acls-{index}"), "w").close()
+    return True
 
 
 def node_key_pair(data_dir: str) -> tuple[bytes, bytes]:

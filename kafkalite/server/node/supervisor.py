@@ -338,7 +338,7 @@ class Supervisor:
         acl_store = (PostgresAclStore(self.controller.metadata) if cfg.cluster
                      else AclStore(cfg.data_dir))
         self.acl_control = AclControl(acl_store, authorizer, self, lambda: [
-            b.broker_id for b in self.controller.brokers if not b.fenced])
+            b.broker_id for b in self.controller.brokers if not b.fenced], self._linked_workers)
         self.handlers.update(self.acl_control.handlers())
         self.handlers.update(ScramControl(
             ClusterUsers(self.controller.metadata, self.users_mirror) if cfg.cluster
@@ -751,6 +751,11 @@ class Supervisor:
     # ---- control channel: the controller's BrokerChannel -------------------------------------
 
     def _send_worker(self, index: int, msg: dict) -> None:
+        # every message names the ACLs' version: a worker that has not
+        # applied it refuses what its ACLs decide until it has (acl_control.py)
+        acl_control = getattr(self, "acl_control", None)     # None before start()
+        if acl_control is not None and "acl_version" not in msg:
+            msg = {**msg, "acl_version": acl_control.version}
         self.control.send_multipart([b"worker-%d" % index, json.dumps(msg).encode()])
 
     def send(self, by_broker: dict[int, dict], on_done, timeout_ms: int) -> None:
@@ -759,6 +764,16 @@ class Supervisor:
                                              time.monotonic() + max(timeout_ms, 1) / 1000.0)
         for index, msg in by_broker.items():
             self._send_worker(index, {**msg, "op": change})
+
+    def tell(self, by_broker: dict[int, dict]) -> None:
+        for index, msg in by_broker.items():
+            self._send_worker(index, msg)
+
+    def _linked_workers(self) -> list[int]:
+        """The workers with a process this supervisor talks to, fenced or
+        not (a hung one that beats again, one whose start is on its way)."""
+        return [w.index for w in (*self.workers, *self.remote.values())
+                if w.pid and (w.remote or w.proc is not None or w.adopted)]
 
     def _expire_pending(self) -> None:
         now = time.monotonic()
@@ -813,6 +828,7 @@ class Supervisor:
                                       "kafka_listeners": w.kafka_listeners,
                                       "host": w.host, "node": w.rack}
         if kind == "heartbeat":
+            self.acl_control.on_heartbeat(w.index, msg.get("acl_version"))
             return
         if kind == "metrics":
             if self.metrics is not None:
@@ -929,6 +945,7 @@ class Supervisor:
                                     "brokers": self.controller.broker_endpoints(),
                                     "partition_counts": self.controller.partition_counts(),
                                     "acls": acls_to_json(self.acl_control.acls),
+                                    "acl_version": self.acl_control.version,
                                     "quotas": self.quota_control.as_json()})
 
     def _write_server_file(self) -> None:

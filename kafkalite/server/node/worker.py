@@ -13,8 +13,10 @@ The worker is the event loop around the parts that do the work:
   relay (relay.py) that passes the Kafka requests it does not serve to
   the supervisor;
 - the control channel from the supervisor: a DEALER carrying JSON messages
-  (assign / unassign / acls / quotas / quota_usage / shutdown in; hello / done /
-  heartbeat / metrics / quota_usage / alter_partition / refresh / bye out);
+  (assign / unassign / acls / acl_version / quotas / quota_usage / shutdown
+  in, each naming the ACLs' version; hello / done / heartbeat, naming the
+  version applied / metrics / quota_usage / alter_partition / refresh / bye
+  out);
   ``metrics`` is this worker's figures once a second (metrics.py), unless
   metrics are off; ``quota_usage`` its client quota rates, answered with the
   rest of the node's (quotas.py); with CURVE it and the relay connect with
@@ -65,8 +67,9 @@ from kafkalite.server.auth.security import (listener_security, native_curve, nat
 from kafkalite.server.network.broker_requests import BrokerRequests
 from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
-from kafkalite.server.node.processes import (CONTROLLER_FILE, config_digest, lock_worker,
-                                             pid_alive, read_controller_file, read_supervisor)
+from kafkalite.server.node.processes import (CONTROLLER_FILE, acl_push_dropped, config_digest,
+                                             lock_worker, pid_alive, read_controller_file,
+                                             read_supervisor)
 from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.network.relay import PendingRelay, RelayClient
 from kafkalite.server.replica.replica_fetcher import ReplicaFetcher
@@ -183,9 +186,12 @@ class Worker:
         # the ACLs come from the controller (acl_control.py): none until the
         # first assign, so nothing is allowed before it but to super users
         self.authorizer = authorizer_from_config(config, self.metrics and self.metrics.requests)
+        # the version of the ACLs applied (acl_control.py), named in each heartbeat
+        self.acl_version = None
+        self.gate = None
         if self.authorizer is not None:
-            self.dispatcher.gate = RequestGate(self.authorizer,
-                                               topic_name_of=self.replica_manager.topic_names.get)
+            self.gate = self.dispatcher.gate = RequestGate(
+                self.authorizer, topic_name_of=self.replica_manager.topic_names.get)
         # client quotas (quotas.py): the configs come from the controller
         # (quota_control.py) with the first assign; this worker's rates go
         # to the supervisor, which answers with the rest of the node's
@@ -429,6 +435,28 @@ class Worker:
             return          # no supervisor: the next one gets a hello, then the news
         self.control.send(json.dumps(msg).encode())
 
+    def _acls_from(self, kind: str, msg: dict) -> bool:
+        """The ACLs and their version in a control message (acl_control.py):
+        a list is applied with its version; another message's version, when
+        it is not the one applied, makes this worker refuse what its ACLs
+        decide (RequestGate.acls_behind) until the list comes. False: the
+        message is dropped (the fault probe of the tests)."""
+        if kind in ("assign", "acls") and "acls" in msg:
+            if kind == "acls" and acl_push_dropped(self.index):
+                return False
+            self.authorizer.replace(acls_from_json(msg["acls"]))
+            self.acl_version = msg.get("acl_version")
+        if "acl_version" not in msg:
+            return True
+        behind = msg["acl_version"] != self.acl_version
+        if behind != self.gate.acls_behind:
+            log.warning("worker %d: ACL version %s %s (the controller's: %s)", self.index,
+                        self.acl_version, "is behind; refusing what the ACLs decide until "
+                        "the ACLs come" if behind else "is the current one again",
+                        msg["acl_version"])
+            self.gate.acls_behind = self.rings.acls_behind = behind
+        return True
+
     def _on_control(self, msg: dict) -> None:
         kind = msg["type"]
         if "partition_counts" in msg:           # a (re)start's assign: every topic
@@ -437,8 +465,8 @@ class Worker:
             self.replica_manager.learn_partition_counts(msg["topic_partitions"])
         if kind in ("assign", "unassign") and self.metrics is not None:
             self.metrics.touched.update((p["topic"], p["partition"]) for p in msg["partitions"])
-        if kind in ("assign", "acls") and "acls" in msg and self.authorizer is not None:
-            self.authorizer.replace(acls_from_json(msg["acls"]))
+        if self.authorizer is not None and not self._acls_from(kind, msg):
+            return
         if kind in ("assign", "quotas") and "quotas" in msg:
             self.quotas.replace(quotas_from_json(msg["quotas"]))
         if kind in ("acls", "quotas", "topics"):
@@ -474,6 +502,8 @@ class Worker:
             self.replica_manager.shares.delete_group(msg["group"])
         elif kind == "shutdown":
             self._stop = True
+        elif kind == "acl_version":
+            pass                    # the controller's ACL version: _acls_from took it
         else:
             log.warning("worker %d: unknown control message %r", self.index, kind)
 
@@ -677,7 +707,8 @@ class Worker:
                 self._check_supervisor(now)
                 # from the loop itself: a loop that is stuck (or a process
                 # stopped) stops beating, and its leaderships move
-                self._send_control({"type": "heartbeat", "worker": self.index})
+                self._send_control({"type": "heartbeat", "worker": self.index,
+                                    "acl_version": self.acl_version})
                 self._next_heartbeat = now + HEARTBEAT_INTERVAL_S
             if now >= self._next_isr_check and self.replica_manager.led_with_followers:
                 self.replica_manager.check_isr(now)

@@ -95,6 +95,9 @@ MAX_RINGS = 1024
 MAX_CLOSED_RINGS = 8 * MAX_RINGS
 RING_ACK_TIMEOUT_S = 30.0        # an acks=all entry not committed by then is REQUEST_TIMED_OUT
 TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
+# an entry refused while the worker's ACLs are behind (server/auth/stale_acls.py's
+# STALE_ACLS_CODE, and why; replica/ does not import auth/)
+STALE_ACLS_CODE = errors.NotLeaderOrFollowerError.code
 # A ring's producer is on this host by construction: its ACL host.
 RING_HOST = "127.0.0.1"
 
@@ -128,6 +131,9 @@ class RingGateway:
         self.acks: dict[int, int] = {}         # per ring: its producer's acks
         self.principals: dict[int, str] = {}   # per ring: who attached it
         self.authorizer = None                 # the worker's, with the authorizer on
+        # the worker's ACLs are behind the controller's (acl_control.py): no
+        # decision is made with them, the attach or entry is refused retriably
+        self.acls_behind = False
         self.quotas = None                     # the worker's QuotaManager
         self.client_ids: dict[int, str] = {}   # per ring: its producer's client id
         self.paused: dict[int, float] = {}     # per ring over its quota: resume time
@@ -139,6 +145,9 @@ class RingGateway:
         from kafkalite.shm.ring import RingRefused, WorkerRing
         if self.authorizer is not None:
             topics = body.get("topics") or []
+            if self._behind(principal):
+                raise errors.NotLeaderOrFollowerError(
+                    "this broker's ACLs are out of date; attach again (it is catching up)")
             allowed = self.authorizer.authorize_any(principal, RING_HOST, AclOperation.WRITE,
                                                     ResourceType.TOPIC) and all(
                 isinstance(t, str) and self._may_write(principal, t) for t in topics)
@@ -314,8 +323,12 @@ class RingGateway:
         """0: the entry may be appended; an error code: it is refused; None:
         it would open the producer's transaction here, and the coordinator
         has been asked (``_verified`` goes on)."""
-        if self.authorizer is not None and not self._may_write(self.principals.get(fd), topic):
-            return TOPIC_DENIED
+        if self.authorizer is not None:
+            principal = self.principals.get(fd)
+            if self._behind(principal):
+                return STALE_ACLS_CODE
+            if not self._may_write(principal, topic):
+                return TOPIC_DENIED
         rm = self.replica_manager
         found = rm.transaction_start(topic, partition, batch)
         if found is None or not found[2] or rm.verifier is None:
@@ -338,6 +351,9 @@ class RingGateway:
         seq, topic, partition, batch = self.held[fd].popleft()
         self._append(ring, seq, topic, partition, batch, codes.get((topic, partition), 0))
         self.drain(ring)
+
+    def _behind(self, principal: str | None) -> bool:
+        return self.acls_behind and principal not in self.authorizer.super_users
 
     def _may_write(self, principal: str | None, topic: str) -> bool:
         return principal is not None and self.authorizer.authorize(
