@@ -84,12 +84,8 @@ class _Node:
 # Produce errors after which the batch may be in the log all the same (it
 # was appended, then the wait for replicas or the write failed): a batch
 # that saw one is ``maybe_written``, like one whose answer never came.
-# A batch refused for its size, by max.message.bytes (MESSAGE_TOO_LARGE) or by
-# a segment.bytes it cannot fit in (RECORD_LIST_TOO_LARGE, Kafka's
-# UnifiedLog.append check): nothing was written, and halves may fit. Kafka's
-# producer splits on the first only; its 16 KB batch.size rarely meets the
-# second, kafkalite's larger batches met it on a topic of 16 KB segments (57%
-# of records failed, issue 68 item 7).
+# refused for its size by max.message.bytes or segment.bytes: nothing written,
+# halves may fit (Kafka's 16 KB batch.size rarely meets the second; ours did)
 _SPLIT_CODES = frozenset((errors.MessageTooLargeError.code, errors.RecordListTooLargeError.code))
 
 MAYBE_APPENDED = frozenset({
