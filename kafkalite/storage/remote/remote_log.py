@@ -117,7 +117,7 @@ from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogS
 from kafkalite.storage.remote.metadata_store import (RemoteLogMetadataFenced,
                                                      SharedRemoteLogMetadata, partition_key)
 from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER
-from kafkalite.storage.remote.store_backoff import StoreBackoff
+from kafkalite.storage.remote.store_backoff import REFUSED, StoreBackoff
 from kafkalite.storage.remote.storage_manager import (LogSegmentData, RemoteLogSegmentId,
                                                       RemoteStorageError, RemoteStorageManager)
 from kafkalite.storage.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
@@ -252,6 +252,9 @@ class RemoteLog:
         # what its metrics are counted under: the topic of its ``<topic>-<n>`` directory
         topic, _, index = os.path.basename(os.path.normpath(directory)).rpartition("-")
         self.topic = topic if topic and index.isdigit() else name
+        # the topic's counters exist from its open, at 0: a store down since
+        # the start (no copy tried yet) is not a metric missing
+        REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_ERRORS, 0)
         self._cache_dir = os.path.join(directory, REMOTE_CACHE_DIR)
         self._cache: collections.OrderedDict[str, LogSegment] = collections.OrderedDict()
         # the copies handed to the copier, oldest first: futures and metadata
@@ -1160,6 +1163,7 @@ class RemoteLog:
 
     def _release(self) -> None:
         """Let go of the reads and the cache (close, delete_all)."""
+        REFUSED.forget(self.name)
         self._wait_for_reads()
         for seg in self._cache.values():
             seg.delete()
