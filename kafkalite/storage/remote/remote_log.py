@@ -1,7 +1,7 @@
 """A tiered partition's remote side (the per-partition part of Kafka's
 RemoteLogManager: its copy task, its expiration task and its reads).
 
-One module of about 1,140 lines, with reason for now: the copies, the
+One module of about 1,180 lines, with reason for now: the copies, the
 deletes, the reads and the claim of the shared metadata all change the
 same entries and wait on the same copier-thread futures; the leadership
 part (``lead`` to ``_maybe_refresh``) is the next to go to a module of its
