@@ -42,8 +42,8 @@ import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.error import KafkaException
 
-from harness import (ServerProcess, kafka_read_from_zero, local_segments, stop_server,
-                     wait_until)
+from harness import (ServerProcess, kafka_read_from_zero, local_segments, run_cli,
+                     stop_server, wait_until)
 from moto_s3 import moto_s3_server
 from soak import setting
 
@@ -784,7 +784,6 @@ def test_a_store_that_refuses_every_call_makes_the_node_unhealthy(tmp_path):
     """A bucket that does not exist (a valid name: the config takes it):
     S3 answers NoSuchBucket to every call, and /health says so (503, the
     store's error) where it said "ok" while the log filled with errors."""
-    from harness import run_cli
     with moto_s3_server(BUCKET) as s3:
         config = tmp_path / "tiered.toml"
         config.write_text('"remote.log.storage.system.enable" = true\n'
