@@ -28,12 +28,15 @@ class MotoS3Server:
     memory, so that a copy takes a while); ``stop_before``, when set, is
     called with each request's method and path, and a true answer stops the
     store before that request reaches it (the request's connection is
-    closed unanswered): an outage starting at a chosen moment."""
+    closed unanswered): an outage starting at a chosen moment.
+    ``on_request``, when set, is called with each request's method and
+    path as it arrives (what the store was asked, counted by a test)."""
 
     def __init__(self):
         self.port = 0
         self.put_delay = 0.0
         self.stop_before = None
+        self.on_request = None
         self.requests = 0
         self._held: threading.Event | None = None
         self._server = None
@@ -69,6 +72,8 @@ class MotoS3Server:
         def gate(environ, start_response):
             method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
             self.requests += 1
+            if self.on_request is not None:
+                self.on_request(method, path)
             held = self._held
             if held is not None:
                 held.wait(HOLD_MAX_S)   # no answer until release(), then a failure

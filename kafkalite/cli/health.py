@@ -102,5 +102,9 @@ def _look(args) -> tuple[int, str]:
     down = state.get("workers_down") or []
     detail = f"{up}/{total} workers up, {ready}" + (
         f"; down: worker {', '.join(map(str, down))}" if down else "")
+    refused = state.get("remote_storage_refused") or []
+    if refused:
+        detail += (f"; the remote store refuses {state.get('remote_storage_refused_count')} "
+                   f"kind(s) of call, first: {refused[0]}")
     return (0 if code == 200 else 1,
             f"kafkalite health: {state.get('status', 'unavailable')}: {detail} ({url})")

@@ -545,6 +545,7 @@ class ServerConfig:
             raise InvalidConfigurationError(
                 f"max_connection_creation_rate must be 0 (unlimited) or a positive integer, "
                 f"not {self.max_connection_creation_rate!r}")
+        self._check_s3_bucket()
         if self.http_tls and not self.ssl_certfile:
             raise InvalidConfigurationError(
                 "http_tls needs ssl_certfile (and ssl_keyfile unless the key is in it): the "
@@ -616,6 +617,17 @@ class ServerConfig:
         return {"s3.region": s3_region(),
                 **({"s3.endpoint": self.remote_log_storage_s3_endpoint}
                    if self.remote_log_storage_s3_endpoint else {})}
+
+    def _check_s3_bucket(self) -> None:
+        """A bucket name S3 would refuse is refused here, at start: it used
+        to fail every store call while the node reported healthy."""
+        if self.remote_log_storage_s3_bucket:
+            from kafkalite.storage.remote.s3_storage import bucket_name_problem
+            problem = bucket_name_problem(self.remote_log_storage_s3_bucket)
+            if problem:
+                raise InvalidConfigurationError(
+                    f"remote_log_storage_s3_bucket {self.remote_log_storage_s3_bucket!r} is not "
+                    f"a valid S3 bucket name: {problem}")
 
     @property
     def iceberg_catalog_uri(self) -> str | None:

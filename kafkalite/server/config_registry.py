@@ -104,6 +104,9 @@ class ConfigKey:
     # why kafkalite does not act on it ("": it does); deprecated: what becomes of it
     effect: str = ""
     deprecated: bool = False
+    # another product's name of a topic config (Redpanda's redpanda.iceberg.*):
+    # that config's name; described, as a deprecated one is, only when set
+    alias_of: str = ""
     # a broker config that is a topic config's server-wide default: that topic
     # config, and the factor from this config's unit to the topic config's
     topic: str | None = None
@@ -143,6 +146,9 @@ _TOPIC_CHOICES = {
     "remote.storage.enable": "true only with remote.log.storage.system.enable",
     "iceberg.mode": "[off, key_value, value_schema_id_prefix, value_schema_latest"
                     "[:subject=<subject>]]",
+    "iceberg.invalid.record.action": "[dlq_table, drop]",
+    "iceberg.partition.spec": "(term, ...): column, transform(column), bucket(N, column), "
+                              "truncate(W, column)",
 }
 
 
@@ -163,6 +169,11 @@ def _topic_configs() -> dict[str, ConfigKey]:
         out[name] = ConfigKey(name, _KINDS[d.kind], d.default, d.doc, Scope.TOPIC,
                               synonyms=(d.broker,), effect=d.effect, deprecated=True,
                               check=_topic_check(name))
+    for name, (target, _) in LogConfig.REDPANDA_ALIASES.items():
+        key = out[target]
+        out[name] = dataclasses.replace(
+            key, name=name, doc=f"Redpanda's name of `{target}` (which see); Redpanda's "
+            f"values are taken too.", synonyms=(), alias_of=target, check=_topic_check(name))
     return out
 
 
@@ -195,7 +206,7 @@ def _topic_default_configs() -> list[ConfigKey]:
     and only the coarsest of a group has a default of its own."""
     out = []
     for topic in TOPIC_CONFIGS.values():
-        if topic.deprecated:
+        if topic.deprecated or topic.alias_of:
             continue
         for i, name in enumerate(topic.synonyms):
             factor = LogConfig.broker_defaults()[name][1]
@@ -682,7 +693,8 @@ def describe_topic(overrides: dict, effective: LogConfig, layers: Layers, keys=N
     """A topic's entries: every topic config (a deprecated one only when
     the topic has it), with its source and synonyms."""
     values = effective.to_properties()
-    names = [n for n, k in TOPIC_CONFIGS.items() if not k.deprecated or n in overrides]
+    names = [n for n, k in TOPIC_CONFIGS.items()
+             if not (k.deprecated or k.alias_of) or n in overrides]
     out = []
     for name in names:
         if keys and name not in keys:
@@ -692,7 +704,8 @@ def describe_topic(overrides: dict, effective: LogConfig, layers: Layers, keys=N
             if name in overrides else []
         synonyms += layers.synonyms(key.synonyms or (name,))
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
-        value = overrides.get(name, key.default) if key.deprecated else values[name]
+        value = overrides.get(name, key.default) if key.deprecated or key.alias_of \
+            else values[name]
         out.append(_entry(key, value, source, synonyms, False, include_synonyms,
                           include_documentation))
     return out

@@ -199,6 +199,7 @@ class WorkerMetrics:
                 "security": self.requests.security_snapshot(),
                 "topics": {t: list(s) for t, s in replica_manager.topic_stats.items()},
                 "remote": _remote_topic_stats(), "copy_lag": copy_lag,
+                "remote_refused": _remote_refused(),
                 "full": full, "partitions": changed, "gone": gone,
                 "partition_count": len(partitions),
                 "leader_count": len(self._sent), "purgatory": replica_manager.purgatory.sizes(),
@@ -213,6 +214,13 @@ def _remote_topic_stats() -> dict:
     import sys
     remote_log = sys.modules.get("kafkalite.storage.remote.remote_log")
     return {} if remote_log is None else remote_log.REMOTE_TOPIC_STATS.snapshot()
+
+
+def _remote_refused() -> list[str]:
+    """The calls to the remote store it refused outright (store_backoff.py)."""
+    import sys
+    backoff = sys.modules.get("kafkalite.storage.remote.store_backoff")
+    return [] if backoff is None else backoff.REFUSED.snapshot()
 
 
 # ---- in the supervisor -------------------------------------------------------------------------
@@ -654,10 +662,19 @@ class NodeMetrics:
         down = [w.index for w in sup.workers
                 if w.proc is None or w.hung or brokers[w.index].fenced]
         healthy = sup.ready and not down
-        health = (200 if healthy else 503, {
-            "status": "ok" if healthy else "unavailable", "controller_ready": sup.ready,
+        # a remote store refusing every call (no such bucket, access denied):
+        # the node serves, but nothing is tiered and its disk fills
+        refused = [line for index, snap in self._snapshots.items() if index not in down
+                   for line in snap.get("remote_refused", ())]
+        health = (200 if healthy and not refused else 503, {
+            "status": "ok" if healthy and not refused else
+                      "remote storage refused" if healthy else "unavailable",
+            "controller_ready": sup.ready,
             "workers": len(sup.workers), "workers_up": len(sup.workers) - len(down),
             "workers_down": down})
+        if refused:
+            health[1]["remote_storage_refused"] = refused[:10]
+            health[1]["remote_storage_refused_count"] = len(refused)
         now = time.monotonic()
         if now < self._next_publish:
             with self._lock:

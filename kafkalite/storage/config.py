@@ -61,6 +61,11 @@ ICEBERG_VALUE_SCHEMA_ID_PREFIX = "value_schema_id_prefix"
 ICEBERG_VALUE_SCHEMA_LATEST = "value_schema_latest"
 ICEBERG_MODES = (ICEBERG_OFF, ICEBERG_KEY_VALUE, ICEBERG_VALUE_SCHEMA_ID_PREFIX,
                  ICEBERG_VALUE_SCHEMA_LATEST)
+# iceberg.invalid.record.action: Redpanda's; what becomes of a value that does not decode
+ICEBERG_DLQ_TABLE = "dlq_table"
+ICEBERG_DROP = "drop"
+ICEBERG_INVALID_RECORD_ACTIONS = (ICEBERG_DLQ_TABLE, ICEBERG_DROP)
+ICEBERG_DEFAULT_PARTITION_SPEC = "(hour(redpanda.timestamp))"   # Redpanda's (partition_spec.py)
 
 
 def iceberg_mode_parts(mode: str) -> tuple[str, dict[str, str]]:
@@ -241,6 +246,29 @@ class LogConfig:
         kind="long", doc="With `iceberg.mode`: how often the leader commits the records "
                          "below the last stable offset to the table (and at each segment "
                          "roll).")
+    iceberg_invalid_record_action: str = _prop(
+        "iceberg.invalid.record.action", default=ICEBERG_DLQ_TABLE, kind="string",
+        doc="With a decoded `iceberg.mode`: what becomes of a record whose value does not "
+            "decode: `dlq_table`, kept in the table `<topic>~dlq`; `drop`, left out of both "
+            "tables (it stays in the topic).")
+    iceberg_partition_spec: str = _prop(
+        "iceberg.partition.spec", default=ICEBERG_DEFAULT_PARTITION_SPEC, kind="string",
+        doc="With `iceberg.mode`: the partition spec of the table made for the topic, "
+            "Redpanda's syntax: `(term, ...)`, each term a column (`redpanda.partition`, "
+            "`redpanda.offset`, `redpanda.timestamp`, `redpanda.key`; `value` in key_value) "
+            "or `identity`, `year`, `month`, `day`, `hour`, `void` of one, or `bucket(N, "
+            "column)`, `truncate(W, column)`; `()`: unpartitioned. Taken when the table is "
+            "created.")
+
+    # Redpanda's names of the Iceberg topic configs, for topics made for
+    # Redpanda (alias -> (kafkalite's name, Redpanda's values in kafkalite's
+    # spelling)): taken as kafkalite's config, described under the name given
+    REDPANDA_ALIASES = {
+        "redpanda.iceberg.mode": ("iceberg.mode", {"disabled": ICEBERG_OFF}),
+        "redpanda.iceberg.target.lag.ms": ("iceberg.target.lag.ms", {}),
+        "redpanda.iceberg.invalid.record.action": ("iceberg.invalid.record.action", {}),
+        "redpanda.iceberg.partition.spec": ("iceberg.partition.spec", {}),
+    }
 
     # Accepted and ignored: Kafka 3.x deprecated them, Kafka 4.0 removed them.
     DEPRECATED = {
@@ -303,6 +331,19 @@ class LogConfig:
         if why:
             raise InvalidConfigurationError(
                 f"invalid value {self.iceberg_mode!r} for iceberg.mode: {why}")
+        if self.iceberg_invalid_record_action not in ICEBERG_INVALID_RECORD_ACTIONS:
+            raise InvalidConfigurationError(
+                f"invalid value {self.iceberg_invalid_record_action!r} for "
+                f"iceberg.invalid.record.action: expected "
+                f"{' or '.join(ICEBERG_INVALID_RECORD_ACTIONS)}")
+        from kafkalite.storage.iceberg.partition_spec import parse_partition_spec
+        try:
+            parse_partition_spec(self.iceberg_partition_spec,
+                                 key_value=mode in (ICEBERG_OFF, ICEBERG_KEY_VALUE))
+        except ValueError as exc:
+            raise InvalidConfigurationError(
+                f"invalid value {self.iceberg_partition_spec!r} for iceberg.partition.spec: "
+                f"{exc}") from None
         if self.remote_storage_enable:
             self._check_tiered()
 
@@ -370,6 +411,16 @@ class LogConfig:
         by_key = {f.metadata["key"]: f for f in dataclasses.fields(cls)}
         values = {}
         for key, raw in (props or {}).items():
+            alias = cls.REDPANDA_ALIASES.get(key)
+            if alias is not None:
+                key, spelling = alias
+                raw = spelling.get(str(raw).strip(), raw)
+                if key in values:
+                    raise InvalidConfigurationError(
+                        f"{key} is given twice, as {key} and as Redpanda's name for it")
+            elif by_key.get(key) is not None and by_key[key].name in values:
+                raise InvalidConfigurationError(
+                    f"{key} is given twice, as {key} and as Redpanda's name for it")
             f = by_key.get(key)
             if f is not None:
                 values[f.name] = _parse(key, f.type, raw)

@@ -125,8 +125,8 @@ def configuration_md() -> str:
             "| config | type | default | valid values | server default (Kafka's name) "
             "| description | kafkalite |\n|---|---|---|---|---|---|---|\n"]
     for key in registry.TOPIC_CONFIGS.values():
-        if key.deprecated:
-            continue
+        if key.deprecated or key.alias_of:
+            continue        # an alias is documented beside its product's table (iceberg.md)
         broker = ", ".join(f"`{k}`" for k in key.synonyms)
         out.append(f"| `{key.name}` | {_kafka_type(key)} | `{_default(key)}` "
                    f"| {_cell(key.valid) or '—'} | {broker or '—'} | {_cell(key.doc)} "

@@ -64,6 +64,15 @@ KAFKA_TOPIC_CONFIGS = {
 OWN_TOPIC_CONFIGS = {
     "iceberg.mode": (T.STRING, "off"),
     "iceberg.target.lag.ms": (T.LONG, "60000"),
+    "iceberg.invalid.record.action": (T.STRING, "dlq_table"),
+    "iceberg.partition.spec": (T.STRING, "(hour(redpanda.timestamp))"),
+}
+# Redpanda's names of them (described only when a topic sets them)
+REDPANDA_TOPIC_CONFIGS = {
+    "redpanda.iceberg.mode": (T.STRING, "off"),
+    "redpanda.iceberg.target.lag.ms": (T.LONG, "60000"),
+    "redpanda.iceberg.invalid.record.action": (T.STRING, "dlq_table"),
+    "redpanda.iceberg.partition.spec": (T.STRING, "(hour(redpanda.timestamp))"),
 }
 
 # A sample of Kafka's broker configs: type, default, update mode.
@@ -104,8 +113,10 @@ KAFKA_BROKER_CONFIGS = {
 
 def test_every_topic_config_kafka_documents_is_known_with_its_type_and_default():
     known = {n: (k.type, k.default) for n, k in registry.TOPIC_CONFIGS.items()
-             if not k.deprecated}
+             if not k.deprecated and not k.alias_of}
     assert known == {**KAFKA_TOPIC_CONFIGS, **OWN_TOPIC_CONFIGS}
+    assert {n: (k.type, k.default) for n, k in registry.TOPIC_CONFIGS.items()
+            if k.alias_of} == REDPANDA_TOPIC_CONFIGS
     assert set(LogConfig.keys()) == set(KAFKA_TOPIC_CONFIGS) | set(OWN_TOPIC_CONFIGS)
 
 

@@ -24,8 +24,8 @@ from moto_s3 import moto_s3_server
 
 pytest.importorskip("pyiceberg")
 
-from iceberg_tables import (check_exactly_once, duckdb_rows, pyiceberg_rows,  # noqa: E402
-                            table_offsets, topic_rows)
+from iceberg_tables import (check_exactly_once, duckdb_rows, load_table,  # noqa: E402
+                            pyiceberg_rows, table_offsets, topic_rows)
 from kafkalite.storage.iceberg.topic_table import committed_offsets  # noqa: E402
 
 INVALID_CONFIG = ck.KafkaError.INVALID_CONFIG
@@ -260,3 +260,43 @@ def _table_row(r: dict) -> tuple:
     rp = r["redpanda"]
     return (rp["partition"], rp["offset"], int(rp["timestamp"].timestamp() * 1000), rp["key"],
             r["value"], tuple((h["key"], h["value"]) for h in rp["headers"]))
+
+
+def test_redpandas_iceberg_topic_properties_are_taken_as_aliases(server, topic_name):
+    """A topic created for Redpanda (its four redpanda.iceberg.* configs)
+    by a Kafka admin client: an Iceberg topic as with kafkalite's names,
+    described under the names given, its table partitioned by the spec
+    given (pyiceberg shows it); Redpanda's ``disabled`` is off. (Refused
+    as unknown before.)"""
+    spec = "(day(redpanda.timestamp), bucket(4, redpanda.key))"
+    admin = _create(server, topic_name, 2, **{
+        "redpanda.iceberg.mode": "key_value", "redpanda.iceberg.target.lag.ms": "200",
+        "redpanda.iceberg.partition.spec": spec,
+        "redpanda.iceberg.invalid.record.action": "drop"})
+    entries = list(admin.describe_configs([ConfigResource("topic", topic_name)])
+                   .values())[0].result(30)
+    assert entries["redpanda.iceberg.mode"].value == "key_value"
+    assert entries["redpanda.iceberg.target.lag.ms"].value == "200"
+    assert entries["redpanda.iceberg.partition.spec"].value == spec
+    assert entries["redpanda.iceberg.invalid.record.action"].value == "drop"
+    assert entries["iceberg.mode"].value == "key_value"
+    assert entries["iceberg.target.lag.ms"].value == "200"
+    assert entries["iceberg.partition.spec"].value == spec
+    _produce(server, topic_name, 50)
+    ends = _ends(server, topic_name, 2)
+    wait_until(lambda: table_offsets(server.data_dir, topic_name) == ends, 60,
+               "the records in the topic's table")
+    fields = load_table(server.data_dir, topic_name).spec().fields
+    assert [(f.name, str(f.transform)) for f in fields] == [
+        ("redpanda_timestamp_day", "day"), ("redpanda_key_bucket", "bucket[4]")]
+    _create(server, f"{topic_name}-off", 1, **{"redpanda.iceberg.mode": "disabled"})
+    entries = list(admin.describe_configs([ConfigResource("topic", f"{topic_name}-off")])
+                   .values())[0].result(30)
+    assert entries["iceberg.mode"].value == "off"
+    for i, configs in enumerate(({"redpanda.iceberg.mode": "json"},
+                                 {"redpanda.iceberg.mode": "key_value", "iceberg.mode": "off"},
+                                 {"redpanda.iceberg.partition.spec": "(hour(redpanda.key))"},
+                                 {"redpanda.iceberg.invalid.record.action": "keep"})):
+        with pytest.raises(ck.KafkaException) as exc:
+            _create(server, f"{topic_name}-{i}", 1, **configs)
+        assert exc.value.args[0].code() == INVALID_CONFIG

@@ -41,10 +41,11 @@ CLICK_V2 = {**CLICK_V1, "fields": CLICK_V1["fields"] + [
     {"name": "session", "type": "string", "default": "none"}]}
 
 
-def _create(server, topic, mode, partitions=2, lag_ms=100):
+def _create(server, topic, mode, partitions=2, lag_ms=100, **configs):
     admin = AdminClient({"bootstrap.servers": server.kafka_bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1, config={
-        "iceberg.mode": mode, "iceberg.target.lag.ms": str(lag_ms)})])[topic].result(30)
+        "iceberg.mode": mode, "iceberg.target.lag.ms": str(lag_ms),
+        **configs})])[topic].result(30)
 
 
 def _click(i: int, v2: bool = False) -> dict:
@@ -177,6 +178,25 @@ def test_records_that_do_not_decode_land_in_the_dead_letter_table(server, topic_
         {k: v for k, v in produced.items() if v != good}
     assert all(_value_columns(r) == _expected(_click(7)) for r in main.values())
     assert len(main) == 30
+
+
+def test_with_invalid_record_action_drop_the_records_that_do_not_decode_go_nowhere(
+        server, topic_name):
+    """Redpanda's redpanda.iceberg.invalid.record.action=drop: the records
+    that do not decode are in neither table (no dead-letter table is made),
+    the others are in the topic's table, and the table covers the log."""
+    _create(server, topic_name, "value_schema_id_prefix",
+            **{"redpanda.iceberg.invalid.record.action": "drop"})
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    good = _serializer(server, CLICK_V1)(_click(7), ctx)
+    values = [(i % 2, good if i % 3 else b"no magic byte") for i in range(30)]
+    _produce(server, topic_name, values)
+    ends = _ends(server, topic_name)
+    _wait_covered(server, topic_name, ends)
+    main = _rows(server, topic_name)
+    assert sorted(main) == sorted((p, o) for p in (0, 1) for o, (_, v) in enumerate(
+        [x for x in values if x[0] == p]) if v == good)
+    assert table_offsets(server.data_dir, topic_name + "~dlq") == {}, "no dead-letter table"
 
 
 def test_value_schema_latest_decodes_plain_avro_by_the_subjects_latest_schema(server,

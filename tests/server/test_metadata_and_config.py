@@ -150,3 +150,16 @@ def test_server_config_from_toml_and_flags(tmp_path):
             ServerConfig(worker_orphan_timeout_ms=bad)
     assert ServerConfig(worker_orphan_timeout_ms=0).worker_orphan_timeout_ms == 0
     assert ServerConfig().worker_orphan_timeout_ms == -1        # no bound (issue 68)
+
+
+@pytest.mark.parametrize("bucket,why", [
+    ("ab", "3 to 63"), ("a" * 64, "3 to 63"), ("My_Bucket", "lowercase"),
+    ("-tiered", "begin and end"), ("tiered.", "begin and end"), ("a..b", "adjacent"),
+    ("192.168.5.4", "IP address"), ("xn--tiered", "prefix"), ("tiered-s3alias", "suffix")])
+def test_an_s3_bucket_name_s3_refuses_is_refused_by_the_config(bucket, why):
+    """Refused at start, with S3's rule, not accepted and then failing
+    every call while the node reported healthy (issue 71)."""
+    with pytest.raises(InvalidConfigurationError, match=why):
+        ServerConfig(remote_log_storage_system_enable=True, remote_log_storage_s3_bucket=bucket)
+    ServerConfig(remote_log_storage_system_enable=True,
+                 remote_log_storage_s3_bucket="kafkalite-tiered.eu-1")

@@ -42,8 +42,8 @@ import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.error import KafkaException
 
-from harness import (ServerProcess, kafka_read_from_zero, local_segments, stop_server,
-                     wait_until)
+from harness import (ServerProcess, kafka_read_from_zero, local_segments, run_cli,
+                     stop_server, wait_until)
 from moto_s3 import moto_s3_server
 from soak import setting
 
@@ -744,4 +744,64 @@ def test_the_worker_serves_on_through_an_s3_outage_and_its_end(tmp_path, monkeyp
                 probe.stopping.set()
             if producer is not None and producer.is_alive():
                 producer.stopping.set()
+            stop_server(srv)
+
+
+def _health(srv) -> tuple[int, dict]:
+    import urllib.error
+    try:
+        with urllib.request.urlopen(srv.info["health"], timeout=5) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_after_a_restart_with_the_store_down_the_copy_errors_metric_is_there(tmp_path,
+                                                                             monkeypatch):
+    """A restart while S3 is down: the tiered topic's copy-errors counter is
+    on /metrics from the start (it was missing until the store answered:
+    no copy is tried while the remote log metadata cannot be read), and a
+    store that is down, which may come back, leaves the node healthy."""
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    with moto_s3_server(BUCKET) as s3:
+        srv = _server(tmp_path, s3.endpoint, workers=1)
+        try:
+            topic = "restarted-down"
+            _create(srv, topic)
+            srv.stop()
+            s3.stop()
+            srv.start()
+            copy_errors = "copyerrors_total"
+            wait_until(lambda: copy_errors in _scrape(srv, topic), 30,
+                       "the copy-errors counter on /metrics")
+            assert _scrape(srv, topic)[copy_errors] >= 0
+            assert _health(srv)[0] == 200
+        finally:
+            stop_server(srv)
+
+
+def test_a_store_that_refuses_every_call_makes_the_node_unhealthy(tmp_path):
+    """A bucket that does not exist (a valid name: the config takes it):
+    S3 answers NoSuchBucket to every call, and /health says so (503, the
+    store's error) where it said "ok" while the log filled with errors."""
+    with moto_s3_server(BUCKET) as s3:
+        config = tmp_path / "tiered.toml"
+        config.write_text('"remote.log.storage.system.enable" = true\n'
+                          'remote_log_storage_s3_bucket = "no-such-bucket-here"\n'
+                          f'remote_log_storage_s3_endpoint = "{s3.endpoint}"\n')
+        srv = ServerProcess(str(tmp_path / "data"), workers=1,
+                            extra_args=["--config", str(config)]).start()
+        try:
+            assert _health(srv)[0] == 200, "healthy before a tiered topic calls the store"
+            _create(srv, "refused")
+            code, state = wait_until(lambda: (lambda h: h if h[0] == 503 else None)(
+                _health(srv)), 30, "/health saying the store refuses")
+            assert state["status"] == "remote storage refused"
+            assert "NoSuchBucket" in state["remote_storage_refused"][0]
+            assert state["workers_up"] == 1
+            answer = run_cli("health", "--url", srv.info["health"])
+            assert answer.returncode == 1
+            [line] = (answer.stdout + answer.stderr).decode().splitlines()
+            assert "NoSuchBucket" in line, line
+        finally:
             stop_server(srv)

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat.compat_helpers import KafkaWire
 from harness import ServerProcess, read_all, run_cli, stop_server, wait_until
-from moto_s3 import moto_s3
+from moto_s3 import moto_s3_server
 from replicas import create, state
 from kafkalite.protocol import ApiKey
 from kafkalite.storage.remote.s3_storage import S3RemoteStorage
@@ -31,12 +31,15 @@ COUNT = 3000
 @pytest.fixture(scope="module", params=["directory", "s3"])
 def tiered_server(request, tmp_path_factory):
     """A 2-worker server whose remote store is a directory or an S3 bucket;
-    ``srv.remote_segments(partition)`` lists the copies the store holds."""
+    ``srv.remote_segments(partition)`` lists the copies the store holds,
+    ``srv.s3`` is the MotoS3Server (None with a directory)."""
     root = tmp_path_factory.mktemp("tiered")
     config = root / "tiered.toml"
+    s3 = None
     with contextlib.ExitStack() as stack:
         if request.param == "s3":
-            endpoint = stack.enter_context(moto_s3("tiered"))
+            s3 = stack.enter_context(moto_s3_server("tiered"))
+            endpoint = s3.endpoint
             config.write_text('"remote.log.storage.system.enable" = true\n'
                               'remote_log_storage_s3_bucket = "tiered"\n'
                               f'remote_log_storage_s3_endpoint = "{endpoint}"\n')
@@ -47,6 +50,7 @@ def tiered_server(request, tmp_path_factory):
             store = LocalDirectoryRemoteStorage(str(root / "remote"))
         srv = ServerProcess(str(root / "data"), extra_args=["--config", str(config)]).start()
         srv.remote_segments = store.list_segments
+        srv.s3 = s3
         try:
             yield srv
         finally:
@@ -150,6 +154,45 @@ def test_confluent_kafka_reads_from_offset_0_across_the_remote_boundary(tiered_s
     native = read_all(tiered_server, topic_name, 1, COUNT)
     assert [(m.offset(), m.value()) for m in native] == [
         (i, v) for i, (_, v, _, _) in enumerate(sent)]
+
+
+def test_a_read_committed_rewind_asks_for_no_transaction_index_of_a_topic_without_aborts(
+        tiered_server, topic_name):
+    """KIP-1058: a topic with no transactions and 30 or more remote
+    segments, read by confluent-kafka (read_committed, librdkafka's
+    default) from offset 0: the first records come without a single
+    request for a transaction index (there was one or more per remote segment,
+    each a 404, before the first answer)."""
+    if tiered_server.s3 is None:
+        pytest.skip("counts the requests S3 is sent")
+    _create(tiered_server, topic_name, **{
+        "remote.storage.enable": "true", "segment.bytes": "16384",
+        "local.retention.bytes": "32768"})
+    producer = ck.Producer({"bootstrap.servers": tiered_server.kafka_bootstrap,
+                            "linger.ms": 5, "batch.size": 4096})
+    for i in range(8000):
+        producer.produce(topic_name, b"value-%05d-" % i + b"x" * 50, partition=0)
+    assert producer.flush(30) == 0
+    [partition_dir] = glob.glob(os.path.join(tiered_server.data_dir, f"{topic_name}-0"))
+    wait_until(lambda: len(tiered_server.remote_segments(os.path.basename(partition_dir))) >= 30
+               and _list_offsets(tiered_server, topic_name, EARLIEST_LOCAL)[0] > 4000, 60,
+               "30 segments copied and the local ones deleted")
+
+    asked = []
+    tiered_server.s3.on_request = lambda method, path: (
+        asked.append(path) if path.endswith("/transaction.index") else None)
+    consumer = ck.Consumer({"bootstrap.servers": tiered_server.kafka_bootstrap,
+                            "group.id": topic_name, "enable.auto.commit": False,
+                            "isolation.level": "read_committed"})
+    try:
+        consumer.assign([ck.TopicPartition(topic_name, 0, 0)])
+        first = consumer.poll(30)
+        assert first is not None and first.error() is None, first and first.error()
+        assert first.offset() == 0
+        assert asked == [], f"{len(asked)} transaction indexes asked for"
+    finally:
+        tiered_server.s3.on_request = None
+        consumer.close()
 
 
 def test_earliest_pending_upload_is_kafka_4_2s_and_refused(tiered_server, topic_name):

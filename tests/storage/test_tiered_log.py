@@ -442,6 +442,84 @@ def test_read_committed_below_the_local_start_drops_the_aborted_transactions(tie
     assert committed_values(plog) == expected
 
 
+class _CountingIndexGets(LocalDirectoryRemoteStorage):
+    """A directory store that records whose transaction indexes are asked
+    of it (the segments' base offsets, once per request)."""
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.txn_index_gets = []
+
+    def fetch_index(self, segment_id, base_offset, index_type):
+        if index_type == "TRANSACTION":
+            self.txn_index_gets.append(base_offset)
+        return super().fetch_index(segment_id, base_offset, index_type)
+
+
+def _tiered_with_transactions(tmp_path, clock, store):
+    """A tiered log whose remote part has segments with and without
+    aborted transactions; returns (log, what read_committed sees)."""
+    from test_log_transactions import Txn, committed_values, plain
+    plog = PartitionLog.open(str(tmp_path / "t-0"), LogConfig.from_properties(TIERED),
+                             clock=clock, remote_storage=store)
+    for i in range(8):
+        plain(plog, b"plain %d" % i + b"." * 300)
+    aborted = Txn(plog, pid=7)
+    aborted.send(b"aborted" + b"." * 300)
+    aborted.end(commit=False)
+    for i in range(8):
+        plain(plog, b"after %d" % i + b"." * 300)
+    plog.high_watermark = plog.log_end_offset
+    expected = committed_values(plog)
+    plog.copy_to_remote()
+    plog.delete_old_segments()
+    assert plog.local_log_start_offset > plog.log_end_offset // 2
+    return plog, expected
+
+
+def test_read_committed_asks_the_store_only_for_indexes_of_segments_with_aborts(
+        tmp_path, clock):
+    """KIP-1058: the remote metadata says which segments were copied with
+    an empty transaction index (none uploaded), and a read_committed read
+    from offset 0 fetches the index of the one segment that has aborted
+    transactions, not one per remote segment (each a 404 from S3)."""
+    from test_log_transactions import committed_values
+    store = _CountingIndexGets(str(tmp_path / "remote"))
+    plog, expected = _tiered_with_transactions(tmp_path, clock, store)
+    remote = RemoteLogMetadataFile(plog.directory).segments
+    with_aborts = [m.base_offset for m in remote if m.txn_idx_empty is False]
+    assert len(with_aborts) == 1 and len(remote) >= 5, remote
+    assert committed_values(plog) == expected
+    assert b"aborted" + b"." * 300 not in expected
+    # its own index only (alone, and again with the segment when it is read)
+    assert set(store.txn_index_gets) == set(with_aborts), store.txn_index_gets
+    plog.close()
+
+
+def test_remote_segments_listed_before_the_flag_still_report_their_aborts(tmp_path, clock):
+    """Remote metadata written before ``txn_idx_empty`` existed: unknown,
+    so every segment's index is asked for, and the aborts are found."""
+    import json
+    from test_log_transactions import committed_values
+    store = _CountingIndexGets(str(tmp_path / "remote"))
+    plog, expected = _tiered_with_transactions(tmp_path, clock, store)
+    plog.close()
+    path = os.path.join(plog.directory, "remote-log-metadata")
+    with open(path) as f:
+        doc = json.load(f)
+    for entry in doc["segments"]:
+        del entry["txn_idx_empty"]
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    again = PartitionLog.open(plog.directory, LogConfig.from_properties(TIERED), clock=clock,
+                              remote_storage=store)
+    remote = RemoteLogMetadataFile(again.directory).segments
+    assert {m.txn_idx_empty for m in remote} == {None}
+    assert committed_values(again) == expected
+    assert len(set(store.txn_index_gets)) >= 2, "the unknown segments' indexes are asked for"
+    again.close()
+
+
 def test_kafkalite_verify_takes_the_remote_start_for_the_log_start(tiered, clock):
     """`kafkalite verify` reported a tiered partition's log start below its
     first local segment as damage."""

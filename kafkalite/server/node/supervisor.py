@@ -563,9 +563,10 @@ class Supervisor:
         if why is None:
             return
         from kafkalite.storage.config import ICEBERG_OFF
-        default = self.config.log_config().iceberg_mode
-        topics = sorted(name for name, t in metadata.topics.items()
-                        if t.configs.get("iceberg.mode", default) != ICEBERG_OFF)
+        from kafkalite.storage.config import LogConfig
+        base = self.config.log_config()
+        topics = sorted(name for name, t in metadata.topics.items()   # Redpanda's names too
+                        if LogConfig.from_properties(t.configs, base).iceberg_mode != ICEBERG_OFF)
         if not topics:
             return
         message = f"{why} (Iceberg topics: {', '.join(topics[:5])})"

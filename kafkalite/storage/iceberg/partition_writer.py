@@ -43,6 +43,9 @@ partition; where the dead-letter table is ahead (a commit that ended
 between the two, or a deposed leader's), the records it already holds
 from the topic table's offset on are read from it and left out of both
 tables on the next commit: every offset lands in exactly one of the two.
+With ``iceberg.invalid.record.action=drop`` (Redpanda's) there is no
+dead-letter table: the records that would go there go nowhere (they stay
+in the topic), and the topic's table alone is committed.
 Each append is a compare-and-swap on its table; a lost one starts the
 whole commit over from both summaries.
 
@@ -57,8 +60,9 @@ import time
 
 from kafkalite.storage.background import BackgroundThread
 from kafkalite.storage.remote.remote_log import RemoteReadPending
-from kafkalite.storage.config import (ICEBERG_KEY_VALUE, ICEBERG_VALUE_SCHEMA_ID_PREFIX,
-                                      iceberg_mode_parts)
+from kafkalite.storage.config import (ICEBERG_DROP, ICEBERG_KEY_VALUE,
+                                      ICEBERG_VALUE_SCHEMA_ID_PREFIX, iceberg_mode_parts)
+from kafkalite.storage.iceberg.partition_spec import DEFAULT_PARTITION_SPEC
 
 log = logging.getLogger(__name__)
 
@@ -115,27 +119,32 @@ class IcebergTopicWriter:
         self._lookup = None
         self._told: set[tuple[str, int]] = set()    # partitions told of ``refused``
 
-    def _table(self, topic: str, mode: str):
-        """The topic's TopicTable (key_value), or its _DecodedTables."""
+    def _table(self, topic: str, mode: str, config=None):
+        """The topic's TopicTable (key_value), or its _DecodedTables;
+        ``config``: the topic's LogConfig (its partition spec, what becomes
+        of a value that does not decode), None: the defaults."""
         from kafkalite.storage.iceberg.topic_table import TopicTable
-        table = self._tables.get((topic, mode))
+        spec = getattr(config, "iceberg_partition_spec", DEFAULT_PARTITION_SPEC)
+        drop = getattr(config, "iceberg_invalid_record_action", None) == ICEBERG_DROP
+        table = self._tables.get((topic, mode, spec, drop))
         if table is None:
             name, options = iceberg_mode_parts(mode)
             if name == ICEBERG_KEY_VALUE:
                 table = TopicTable(self.root, topic, self.warehouse, uri=self.uri,
-                                   file_io=self.file_io)
+                                   file_io=self.file_io, partition_spec=spec)
             else:
                 if self._lookup is None:
                     from kafkalite.storage.iceberg.registry_lookup import RegistryLookup
                     self._lookup = RegistryLookup(os.path.dirname(os.path.abspath(self.root)))
                 table = _DecodedTables(
                     TopicTable(self.root, topic, self.warehouse, decoded=True, uri=self.uri,
-                               file_io=self.file_io),
-                    TopicTable(self.root, topic, self.warehouse, name=topic + DLQ_SUFFIX,
-                               uri=self.uri, file_io=self.file_io),
+                               file_io=self.file_io, partition_spec=spec),
+                    None if drop else TopicTable(self.root, topic, self.warehouse,
+                                                 name=topic + DLQ_SUFFIX, uri=self.uri,
+                                                 file_io=self.file_io),
                     self._lookup, name == ICEBERG_VALUE_SCHEMA_ID_PREFIX,
                     options.get("subject", f"{topic}-value"))
-            self._tables[(topic, mode)] = table
+            self._tables[(topic, mode, spec, drop)] = table
         return table
 
     def committed_offset(self, key: tuple[str, int]) -> int | None:
@@ -170,7 +179,7 @@ class IcebergTopicWriter:
                 return True
         if now - state.failed_at < RETRY_S:
             return True
-        table = self._table(key[0], mode)
+        table = self._table(key[0], mode, plog.config)
         if state.next_offset is None:
             state.future = _iceberg_thread.submit(_learn, table, key[1])
             return True
@@ -311,6 +320,7 @@ class _DecodedTables:
     """A decoded topic's two tables and how its values are decoded."""
 
     def __init__(self, main, dlq, lookup, id_prefix: bool, subject: str):
+        # dlq: the dead-letter table, None with iceberg.invalid.record.action=drop
         self.main = main
         self.dlq = dlq
         self.lookup = lookup
@@ -348,7 +358,8 @@ class _DecodedTables:
                     self._refused.add(sid)
                     log.warning("%s: schema id %d cannot be merged into the table's "
                                 "schema, its records go to %s: %s", self.main.topic, sid,
-                                self.dlq.identifier[1], exc)
+                                "no table (dropped)" if self.dlq is None
+                                else self.dlq.identifier[1], exc)
                 continue
             taken.append(arrow)
         return taken, refused
@@ -431,23 +442,26 @@ def _commit_decoded(tables: _DecodedTables, partition: int, regions, start: int,
         evolve, refused = tables.mergeable(main, value_schemas)
         fits = decodes & ~np.isin(ids, np.fromiter(refused, dtype=np.int64)) if refused \
             else decodes
-        dlq = tables.dlq.load()
-        dlq_committed = committed_offsets(dlq).get(partition, 0)
         lowest = max(committed, start)
-        held = tables.dlq.offsets_between(partition, lowest, dlq_committed) \
-            if dlq_committed > lowest else set()
         fresh = offsets >= lowest
-        if held:
-            fresh &= ~np.isin(offsets, np.fromiter(held, dtype=np.int64))
+        dlq = None if tables.dlq is None else tables.dlq.load()
+        if dlq is not None:
+            dlq_committed = committed_offsets(dlq).get(partition, 0)
+            held = tables.dlq.offsets_between(partition, lowest, dlq_committed) \
+                if dlq_committed > lowest else set()
+            if held:
+                fresh &= ~np.isin(offsets, np.fromiter(held, dtype=np.int64))
         try:
-            if (fresh & ~fits).any():
+            # with iceberg.invalid.record.action=drop, those that do not fit go nowhere
+            if dlq is not None and (fresh & ~fits).any():
                 tables.dlq.append(dlq, partition, max(dlq_committed, scanned),
                                   lambda schema: records.filter(pa.array(fresh & ~fits)))
             tables.main.append(main, partition, scanned, main_records(fresh & fits), evolve)
             return scanned, scanned < lso
         except CommitFailedException:
             tables.main.reload()
-            tables.dlq.reload()
+            if tables.dlq is not None:
+                tables.dlq.reload()
             if attempt == COMMIT_ATTEMPTS - 1:
                 raise
     return start, True

@@ -51,6 +51,7 @@ import threading
 import numpy as np
 
 from kafkalite.storage.iceberg import CATALOG_FILE, NAMESPACE  # noqa: F401 (its names too)
+from kafkalite.storage.iceberg.partition_spec import DEFAULT_PARTITION_SPEC, partition_spec
 WAREHOUSE_DIR = "warehouse"
 NEXT_OFFSET = "kafkalite.next-offset."      # + partition, in the snapshot summary
 COMMIT_ATTEMPTS = 5                          # a commit that lost a race is redone this often
@@ -103,13 +104,6 @@ def decoded_iceberg_schema():
     value's columns come with the records."""
     from pyiceberg.schema import Schema
     return Schema(iceberg_schema().find_field("redpanda"))
-
-
-def _partition_spec():
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.transforms import HourTransform
-    return PartitionSpec(PartitionField(source_id=5, field_id=1000, transform=HourTransform(),
-                                        name="redpanda_timestamp_hour"))
 
 
 _catalogs: dict = {}
@@ -168,7 +162,7 @@ class TopicTable:
 
     def __init__(self, root: str, topic: str, warehouse: str | None = None,
                  name: str | None = None, decoded: bool = False, uri: str | None = None,
-                 file_io: dict | None = None):
+                 file_io: dict | None = None, partition_spec: str = DEFAULT_PARTITION_SPEC):
         self.root = root
         self.warehouse = warehouse
         self.uri = uri
@@ -176,6 +170,7 @@ class TopicTable:
         self.topic = topic
         self.identifier = (NAMESPACE, name or topic)
         self.decoded = decoded
+        self.partition_spec = partition_spec    # iceberg.partition.spec, taken at creation
         self._catalog = None
         self._table = None
 
@@ -192,7 +187,8 @@ class TopicTable:
                 self._table = self._catalog.create_table(
                     self.identifier,
                     schema=decoded_iceberg_schema() if self.decoded else iceberg_schema(),
-                    partition_spec=_partition_spec(),
+                    partition_spec=partition_spec(self.partition_spec,
+                                                  key_value=not self.decoded),
                     properties=NO_RETRIES)
             except TableAlreadyExistsError:
                 self._table = self._catalog.load_table(self.identifier)

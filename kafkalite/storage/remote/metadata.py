@@ -13,10 +13,15 @@ no replicas (a PartitionLog opened on its own) has only this file:
     {"version": 1, "segments": [
         {"id": "<hex>", "base_offset": 0, "end_offset": 99, "max_timestamp": 1700000000000,
          "leader_epochs": [[0, 0], [3, 57]], "size": 104857, "state": "COPY_SEGMENT_FINISHED",
-         "event_timestamp": 1700000000123}, ...]}
+         "event_timestamp": 1700000000123, "txn_idx_empty": true}, ...]}
 
 ``end_offset`` is inclusive, as Kafka's; ``leader_epochs`` are the epochs
-the segment's batches carry, each with its first offset in it. States
+the segment's batches carry, each with its first offset in it.
+``txn_idx_empty`` (Kafka's txnIdxEmpty, KIP-1058) says whether the segment
+had no aborted transaction to index when it was copied: a read_committed
+read's walk for aborted transactions skips such a segment without asking
+the store for an index that was never uploaded. An entry written before
+the flag existed has none (None: unknown, its index is fetched). States
 follow Kafka's RemoteLogSegmentState: COPY_SEGMENT_STARTED (written before
 the copy: a crash leaves the id, whose partial copy is then deleted),
 COPY_SEGMENT_FINISHED (readable), DELETE_SEGMENT_STARTED (written before
@@ -67,18 +72,28 @@ class RemoteLogSegmentMetadata:
     size: int
     state: RemoteLogSegmentState
     event_timestamp: int
+    txn_idx_empty: bool | None = None   # None: written before the flag, fetch the index
 
     def to_json(self) -> dict:
         out = asdict(self)
         out["state"] = self.state.value
         out["leader_epochs"] = [list(e) for e in self.leader_epochs]
+        if self.txn_idx_empty is None:
+            del out["txn_idx_empty"]
         return out
 
     @classmethod
     def from_json(cls, d: dict) -> "RemoteLogSegmentMetadata":
         return cls(d["id"], int(d["base_offset"]), int(d["end_offset"]), int(d["max_timestamp"]),
                    tuple((int(e), int(o)) for e, o in d["leader_epochs"]), int(d["size"]),
-                   RemoteLogSegmentState(d["state"]), int(d["event_timestamp"]))
+                   RemoteLogSegmentState(d["state"]), int(d["event_timestamp"]),
+                   _flag(d.get("txn_idx_empty")))
+
+
+def _flag(value) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise ValueError(f"txn_idx_empty: {value!r} is not a boolean")
 
 
 class RemoteLogMetadataFile:

@@ -1,7 +1,7 @@
 """A tiered partition's remote side (the per-partition part of Kafka's
 RemoteLogManager: its copy task, its expiration task and its reads).
 
-One module of about 1,140 lines, with reason for now: the copies, the
+One module of about 1,180 lines, with reason for now: the copies, the
 deletes, the reads and the claim of the shared metadata all change the
 same entries and wait on the same copier-thread futures; the leadership
 part (``lead`` to ``_maybe_refresh``) is the next to go to a module of its
@@ -117,7 +117,7 @@ from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogS
 from kafkalite.storage.remote.metadata_store import (RemoteLogMetadataFenced,
                                                      SharedRemoteLogMetadata, partition_key)
 from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER
-from kafkalite.storage.remote.store_backoff import StoreBackoff
+from kafkalite.storage.remote.store_backoff import REFUSED, StoreBackoff
 from kafkalite.storage.remote.storage_manager import (LogSegmentData, RemoteLogSegmentId,
                                                       RemoteStorageError, RemoteStorageManager)
 from kafkalite.storage.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
@@ -139,6 +139,7 @@ REMOTE_CACHE_DIR = "remote-log-cache"
 CACHED_SEGMENTS = 4             # remote segments kept fetched for reads, at most,
 CACHED_BYTES = 1 << 30          # and their bytes (the segment being read is always kept)
 CACHED_TXN_INDEXES = 1024      # remote segments' transaction indexes kept fetched alone
+TXN_INDEXES_AHEAD = 8           # a read_committed walk's next indexes downloaded beside one
 READ_AHEAD_SEGMENTS = 2         # remote segments downloaded ahead of a background read
 _FETCH_CHUNK = 8 << 20          # bytes per ranged fetch when filling the cache
 COPIES_QUEUED = 16              # segments of a partition handed to the copier at once
@@ -251,6 +252,9 @@ class RemoteLog:
         # what its metrics are counted under: the topic of its ``<topic>-<n>`` directory
         topic, _, index = os.path.basename(os.path.normpath(directory)).rpartition("-")
         self.topic = topic if topic and index.isdigit() else name
+        # the topic's counters exist from its open, at 0: a store down since
+        # the start (no copy tried yet) is not a metric missing
+        REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.COPY_ERRORS, 0)
         self._cache_dir = os.path.join(directory, REMOTE_CACHE_DIR)
         self._cache: collections.OrderedDict[str, LogSegment] = collections.OrderedDict()
         # the copies handed to the copier, oldest first: futures and metadata
@@ -772,16 +776,19 @@ class RemoteLog:
         in_segment = [(e, o) for e, o in epoch_entries if seg.base_offset < o <= end]
         before = [(e, o) for e, o in epoch_entries if o <= seg.base_offset]
         epochs = ([(before[-1][0], seg.base_offset)] if before else []) + in_segment
+        txn = segment_path(seg.directory, seg.base_offset, TXN_INDEX_SUFFIX)
+        # an empty index is not uploaded, and the metadata says so (KIP-1058's
+        # txnIdxEmpty): read_committed reads never ask the store for it
+        txn_idx_empty = not (os.path.exists(txn) and os.path.getsize(txn))
         meta = RemoteLogSegmentMetadata(sid.id, seg.base_offset, end, seg.max_timestamp,
                                         tuple(epochs), seg.size, S.COPY_SEGMENT_STARTED,
-                                        self._clock())
-        txn = segment_path(seg.directory, seg.base_offset, TXN_INDEX_SUFFIX)
+                                        self._clock(), txn_idx_empty)
         snapshot = producer_snapshot.snapshot_path(seg.directory, seg.next_offset)
         checkpoint = [(e, o) for e, o in epoch_entries if o <= end]
         data = LogSegmentData(
             seg.path, segment_path(seg.directory, seg.base_offset, INDEX_SUFFIX),
             segment_path(seg.directory, seg.base_offset, TIME_INDEX_SUFFIX),
-            txn if os.path.exists(txn) and os.path.getsize(txn) else None,
+            None if txn_idx_empty else txn,
             snapshot if os.path.exists(snapshot) else None,
             encode_epochs(checkpoint))
         return meta, sid, data
@@ -912,13 +919,18 @@ class RemoteLog:
                 self._reading[key] = (future, following, self._put_segment)
 
     def segments_from(self, offset: int):
-        """The remote segments from the one holding ``offset`` on, each with
-        an object whose ``txn_index`` is its transaction index (for the
-        aborted transactions of a read: the index alone is fetched, unless
-        the segment is cached whole)."""
-        for meta in self.metadata.segments:
-            if meta.end_offset >= offset:
-                yield meta, _IndexOnly(self._txn_index(meta))
+        """The remote segments from the one holding ``offset`` on that may
+        hold aborted transactions, each with an object whose ``txn_index``
+        is its transaction index (for the aborted transactions of a read:
+        the index alone is fetched, unless the segment is cached whole).
+        A segment copied with an empty index (``txn_idx_empty``) is passed
+        over without a request to the store: a walk over a topic without
+        transactions costs nothing, however many segments are remote."""
+        wanted = [m for m in self.metadata.segments
+                  if m.end_offset >= offset and m.txn_idx_empty is not True]
+        for i, meta in enumerate(wanted):
+            ahead = wanted[i + 1:i + 1 + TXN_INDEXES_AHEAD]
+            yield meta, _IndexOnly(self._txn_index(meta, ahead))
 
     @contextlib.contextmanager
     def reading_in_background(self, reader):
@@ -938,16 +950,35 @@ class RemoteLog:
         self._cache.move_to_end(meta.id)
         return seg
 
-    def _txn_index(self, meta: RemoteLogSegmentMetadata) -> TransactionIndex:
+    def _txn_index(self, meta: RemoteLogSegmentMetadata, ahead=()) -> TransactionIndex:
         seg = self._cache.get(meta.id)
         if seg is not None:
             return seg.txn_index
         index = self._txn_indexes.get(meta.id)
         if index is None:
+            if self._reader is not None:
+                # the walk may go on past this one: the next indexes download
+                # beside it, not one wake-up of the read after another
+                for later in ahead:
+                    if not self._txn_index_ahead(later):
+                        break
             self._download(("txn", meta.id), self.fetch_txn_index, self._put_txn_index, meta)
             index = self._txn_indexes[meta.id]
         self._txn_indexes.move_to_end(meta.id)
         return index
+
+    def _txn_index_ahead(self, meta: RemoteLogSegmentMetadata) -> bool:
+        """Start downloading ``meta``'s transaction index on the reader, if
+        it is not there or under way; False when the reader is full."""
+        key = ("remote-read", self.directory, "txn", meta.id)
+        if meta.id in self._cache or meta.id in self._txn_indexes or key in self._reading \
+                or key in self._read_failed:
+            return True
+        future = self._reader.submit(self, key, self.fetch_txn_index, meta)
+        if future is None:
+            return False
+        self._reading[key] = (future, meta, self._put_txn_index)
+        return True
 
     def _download(self, what: tuple, fetch, install, meta: RemoteLogSegmentMetadata) -> None:
         """Have ``fetch(meta)`` (a download) made and its result put in place
@@ -1038,7 +1069,8 @@ class RemoteLog:
     def fetch_txn_index(self, meta: RemoteLogSegmentMetadata) -> TransactionIndex:
         """Download ``meta``'s transaction index alone (empty when it has
         none) into the cache directory (any thread: only its own file)."""
-        data = self.storage.fetch_index(self._segment_id(meta), meta.base_offset, "TRANSACTION")
+        data = None if meta.txn_idx_empty else self.storage.fetch_index(
+            self._segment_id(meta), meta.base_offset, "TRANSACTION")
         directory = os.path.join(self._cache_dir, "txn")
         path = os.path.join(directory, meta.id + TXN_INDEX_SUFFIX)
         if data:
@@ -1066,6 +1098,8 @@ class RemoteLog:
                 self._fetch_log(sid, meta, log_path)
             for kind, suffix in (("OFFSET", INDEX_SUFFIX), ("TIMESTAMP", TIME_INDEX_SUFFIX),
                                  ("TRANSACTION", TXN_INDEX_SUFFIX)):
+                if kind == "TRANSACTION" and meta.txn_idx_empty:
+                    continue        # never uploaded (_prepare_copy)
                 data = self.storage.fetch_index(sid, base, kind)
                 if data is not None:
                     with open(segment_path(self._cache_dir, base, suffix), "wb") as f:
@@ -1129,6 +1163,7 @@ class RemoteLog:
 
     def _release(self) -> None:
         """Let go of the reads and the cache (close, delete_all)."""
+        REFUSED.forget(self.name)
         self._wait_for_reads()
         for seg in self._cache.values():
             seg.delete()

@@ -30,6 +30,10 @@ from kafkalite.storage.remote.storage_manager import (
     RemoteStorageError, object_name)
 
 _OPTIONAL = ("TRANSACTION", "PRODUCER_SNAPSHOT")
+# S3's answers that no retry changes: the bucket or the credentials are wrong
+_REFUSALS = frozenset({"NoSuchBucket", "AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
+                       "SignatureDoesNotMatch", "InvalidBucketName", "AccountProblem",
+                       "InvalidToken", "ExpiredToken"})
 
 
 def s3_region() -> str:
@@ -38,6 +42,38 @@ def s3_region() -> str:
     given (ServerConfig.iceberg_file_io), so that both reach it alike and
     pyiceberg never asks AWS where the bucket is."""
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
+# S3's rules for a general purpose bucket's name
+# (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html)
+_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Why S3 would refuse ``name`` as a bucket's, None if it would not."""
+    import ipaddress
+    import re
+    if not 3 <= len(name) <= 63:
+        return f"it has {len(name)} characters, S3's take 3 to 63"
+    if not re.fullmatch(r"[a-z0-9.-]+", name):
+        return "only lowercase letters, digits, dots and hyphens are allowed"
+    if not (name[0].isalnum() and name[-1].isalnum()):
+        return "it must begin and end with a letter or a digit"
+    if ".." in name:
+        return "two dots may not be adjacent"
+    try:
+        ipaddress.IPv4Address(name)
+        return "it may not be an IP address"
+    except ValueError:
+        pass
+    for prefix in _RESERVED_PREFIXES:
+        if name.startswith(prefix):
+            return f"the prefix {prefix!r} is reserved"
+    for suffix in _RESERVED_SUFFIXES:
+        if name.endswith(suffix):
+            return f"the suffix {suffix!r} is reserved"
+    return None
 
 
 class S3RemoteStorage:
@@ -59,7 +95,11 @@ class S3RemoteStorage:
         return f"{segment_id.partition}/{object_name(base_offset, segment_id)}/"
 
     def _fail(self, what: str, exc: Exception) -> RemoteStorageError:
-        return RemoteStorageError(f"s3://{self.bucket}/{what}: {exc}")
+        error = RemoteStorageError(f"s3://{self.bucket}/{what}: {exc}")
+        code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
+        if code in _REFUSALS:
+            error.refused = code
+        return error
 
     def copy_log_segment_data(self, segment_id: RemoteLogSegmentId, base_offset: int,
                               data: LogSegmentData) -> None:

@@ -62,7 +62,12 @@ _COPY_CHUNK = 1 << 20
 
 class RemoteStorageError(KafkaStorageError):
     """A remote store failed (Kafka's RemoteStorageException): the copy or
-    read is retried later or answered KAFKA_STORAGE_ERROR."""
+    read is retried later or answered KAFKA_STORAGE_ERROR. ``refused``: the
+    store's error code when it refused the call outright (no such bucket,
+    access denied: no retry succeeds until the store or the credentials
+    change), None for a failure that may pass (a store down, a timeout)."""
+
+    refused: str | None = None
 
 
 @dataclass(frozen=True)

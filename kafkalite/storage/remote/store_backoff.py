@@ -11,7 +11,11 @@ doubling up to ``...backoff.max.ms``):
 - the log says when the calls start failing (one line, with the error)
   and when they succeed again (one line, with how many failed and for how
   long), never a line per failed call or per retry: an outage is two lines
-  per partition and kind, however long it lasts.
+  per partition and kind, however long it lasts;
+- a kind whose last call the store refused outright (RemoteStorageError's
+  ``refused``: no such bucket, access denied) is listed in REFUSED until
+  one succeeds: the node's health says so (metrics.py), where a store that
+  will never take a call used to leave it healthy.
 
 Who may call: the owner of the partition's RemoteLog, from its thread (or
 the node's deleter, from its own); not thread-safe.
@@ -19,10 +23,42 @@ the node's deleter, from its own); not thread-safe.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 RETRY_MIN_S = 1.0       # a failed call is tried again after this,
 RETRY_MAX_S = 30.0      # doubling up to this (a store down for long is not hammered)
+
+
+class RefusedCalls:
+    """The kinds of call (partition, what) whose last try the store
+    refused outright, with its error; any thread (the owners, the deleter)
+    adds and removes, the metrics snapshot reads."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._calls: dict[tuple[str, str], str] = {}
+
+    def set(self, key: tuple[str, str], error: str | None) -> None:
+        with self._lock:
+            if error is None:
+                self._calls.pop(key, None)
+            else:
+                self._calls[key] = error
+
+    def forget(self, name: str) -> None:
+        """A partition's remote log closed: its calls are no more."""
+        with self._lock:
+            for key in [k for k in self._calls if k[0] == name]:
+                del self._calls[key]
+
+    def snapshot(self) -> list[str]:
+        """One line per kind refused: "<partition>: <what>: <error>"."""
+        with self._lock:
+            return [f"{name}: {what}: {error}" for (name, what), error in self._calls.items()]
+
+
+REFUSED = RefusedCalls()
 
 
 class StoreBackoff:
@@ -62,6 +98,8 @@ class StoreBackoff:
                               "%.0f s (logged again once they succeed): %s", self.name,
                               self.what, RETRY_MIN_S, RETRY_MAX_S, exc)
         self.failures += 1
+        refused = getattr(exc, "refused", None)
+        REFUSED.set((self.name, self.what), str(exc) if refused else None)
         if now >= self._retry_at:
             self._retry_at = now + self._backoff
             self._backoff = min(self._backoff * 2, RETRY_MAX_S)
@@ -77,6 +115,7 @@ class StoreBackoff:
             self._log.warning("%s: %s succeed again, after %d failed call(s) over %.0f s",
                               self.name, self.what, self.failures,
                               time.monotonic() - self._since)
+            REFUSED.set((self.name, self.what), None)
         self.failures = 0
         self.retry_now()
 
