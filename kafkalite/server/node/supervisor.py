@@ -105,6 +105,7 @@ from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
 from kafkalite.server.node.http_apps import (SchemaRegistryDoor, client_key_file, http_login,
                                             serve_app)
+from kafkalite.server.node.loop_clock import LoopClock, PlantedStall
 from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, RESTART_BACKOFF_S,
                                              SERVER_FILE, SHUTDOWN_TIMEOUT_S,
                                              EarlyStart, RunningWorkers, WorkerProcess,
@@ -220,6 +221,7 @@ class Supervisor:
         # off from PostgreSQL, or stalled, past its lease): serve() starts
         # this node again, as one of the new controller's broker nodes
         self.deposed = False
+        self.planted_stall = PlantedStall()     # loop_clock.FAULT_ENV; a no-op unless set
 
     # ---- startup ---------------------------------------------------------------------------
 
@@ -1144,6 +1146,7 @@ class Supervisor:
             self.coordinator.tick()
             self.txn_coordinator.tick()
             self.share_coordinator.tick()
+            self.planted_stall(self.ready)
             self._watch_children()
             self._run_retries()
             if self._http_after is not None and (
