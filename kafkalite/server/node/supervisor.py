@@ -105,7 +105,7 @@ from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
 from kafkalite.server.node.http_apps import (SchemaRegistryDoor, client_key_file, http_login,
                                             serve_app)
-from kafkalite.server.node.loop_clock import LoopClock, PlantedStall
+from kafkalite.server.node.loop_clock import LoopClock, PlantedStall, prepare_for_loop
 from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, RESTART_BACKOFF_S,
                                              SERVER_FILE, SHUTDOWN_TIMEOUT_S,
                                              EarlyStart, RunningWorkers, WorkerProcess,
@@ -222,6 +222,10 @@ class Supervisor:
         # this node again, as one of the new controller's broker nodes
         self.deposed = False
         self.planted_stall = PlantedStall()     # loop_clock.FAULT_ENV; a no-op unless set
+        # the time the loop was able to look at the workers (loop_clock.py):
+        # their heartbeats and adopted workers' hellos are timed on it, so a
+        # stalled loop fences no one; made again when run() starts
+        self.loop_clock = LoopClock()
 
     # ---- startup ---------------------------------------------------------------------------
 
@@ -803,7 +807,7 @@ class Supervisor:
                                                            remote=True)
             log.info("worker %d of node %s (%s) joins", w.index, msg.get("node"),
                      msg.get("host"))
-        w.last_heartbeat = time.monotonic()
+        w.last_heartbeat = self.loop_clock.now()
         if w.hung:
             # it beats again: it registers anew, as a restarted worker does
             # (its leaderships moved; what it holds is sent to it again)
@@ -956,24 +960,25 @@ class Supervisor:
 
     def _watch_children(self) -> None:
         now = time.monotonic()
+        seen = self.loop_clock.now()       # silences and hello deadlines count in it
         timeout = self.config.broker_session_timeout_ms / 1000.0
         for w in list(self.remote.values()):
             # another node's worker: silence is all this node can see of it
             if (not w.hung and not self.controller.brokers[w.index].fenced
-                    and w.last_heartbeat and now - w.last_heartbeat > timeout):
+                    and w.last_heartbeat and seen - w.last_heartbeat > timeout):
                 log.error("worker %d of node %s sent no heartbeat for %.1f s; fencing it",
-                          w.index, w.rack, now - w.last_heartbeat)
+                          w.index, w.rack, seen - w.last_heartbeat)
                 w.hung = True
                 self._fence(w)
         for w in self.workers:
             running = w.proc is not None or w.adopted
             if (running and not w.hung and not self.controller.brokers[w.index].fenced
-                    and w.last_heartbeat and now - w.last_heartbeat > timeout):
+                    and w.last_heartbeat and seen - w.last_heartbeat > timeout):
                 log.error("worker %d (pid %d) sent no heartbeat for %.1f s; fencing it",
-                          w.index, w.pid, now - w.last_heartbeat)
+                          w.index, w.pid, seen - w.last_heartbeat)
                 w.hung = True
                 self._fence(w)
-            if w.adopted and w.adopt_by and now > w.adopt_by and not self._stop:
+            if w.adopted and w.adopt_by and seen > w.adopt_by and not self._stop:
                 print(f"kafkalite: worker {w.index} (pid {w.pid}) of the previous supervisor "
                       f"did not say hello in {ADOPT_WAIT_S:.0f} s; killing it and starting "
                       f"another", file=sys.stderr, flush=True)
@@ -1111,6 +1116,10 @@ class Supervisor:
             listener.attach(poller)
         self.markers.attach(poller)
         child_died = self._watch_sigchld(poller)
+        prepare_for_loop()
+        # start() is not a stall: the adoption deadlines it set (wall
+        # clock) hold on a clock that starts here equal to it
+        self.loop_clock = LoopClock()
         while not self._stop:
             try:
                 events = dict(poller.poll(POLL_INTERVAL_MS))
@@ -1134,6 +1143,7 @@ class Supervisor:
                     except zmq.Again:
                         break
                     self._on_control_frames(frames)
+            self.loop_clock.looked()
             self.native.on_events(events)
             self.relay.on_events(events)
             for listener in self.kafka_listeners:
