@@ -1204,6 +1204,8 @@ class Supervisor:
         self._lock_fd = -1
 
     def shutdown(self, timeout: float | None = None) -> None:
+        log.info("the loop's longest turn: %.2f s; %d stall(s) past %.1f s",
+                 self.loop_clock.longest_s, self.loop_clock.stalls, self.loop_clock.allowance_s)
         if timeout is None:
             busiest = max((len(self.controller.metadata.owned_by(w.index)) for w in self.workers),
                           default=0)
