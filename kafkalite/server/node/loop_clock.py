@@ -63,21 +63,26 @@ class LoopClock:
         self.longest_at = 0.0           # when it ended (this clock's wall time)
         self.stalls = 0                 # gaps past the allowance
 
-    def looked(self) -> None:
+    def looked(self) -> float:
         """The loop drained its control socket: what the workers sent until
         now was seen. The gap since the last look is measured; past the
-        allowance, it was a stall."""
+        allowance, it was a stall, whose length past the allowance is
+        returned (0.0 after a normal turn): what other sessions the loop
+        keeps (the group coordinator's) are extended by it."""
         wall = self._clock()
         gap = wall - self._last_look
+        stalled = 0.0
         if gap > self.longest_s:
             self.longest_s, self.longest_at = gap, wall
         if gap > self.allowance_s:
-            self._stalled_s += gap - self.allowance_s
+            stalled = gap - self.allowance_s
+            self._stalled_s += stalled
             self.stalls += 1
             log.warning("the supervisor's loop did not look at its workers for %.1f s (a slow "
                         "step or a starved process); that time is not counted against their "
                         "heartbeats", gap)
         self._last_look = wall
+        return stalled
 
     def now(self) -> float:
         """Available time: the wall clock less every stall, the one in
@@ -101,10 +106,13 @@ def prepare_for_loop() -> None:
 
 # Fault injection for the test of a stalled loop (tests/server/
 # test_supervisor_stalls.py): "stall-loop:<seconds>" blocks the
-# supervisor's loop that long, once, in its first turn after the node is
-# ready, after the coordinators' ticks and before the workers' heartbeats
-# are checked: where a slow step (a tick's first write, a lazy import, a
-# full collection) stalled it. Never set outside that test.
+# supervisor's loop that long, once, in the first turn after the node is
+# ready whose poll found nothing to read, before anything of the turn is
+# done: what the workers and the clients send meanwhile waits on the
+# sockets, and the turn goes on to check the workers' heartbeats and the
+# groups' sessions without having read it (a slow step -- a lazy import, a
+# full collection, a starved process -- anywhere in a turn has the same
+# effect on the next checks). Never set outside that test.
 FAULT_ENV = "KAFKALITE_SUPERVISOR_FAULT"
 STALL_FAULT = "stall-loop:"
 

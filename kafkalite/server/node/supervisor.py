@@ -290,6 +290,7 @@ class Supervisor:
             share_session_timeout_ms=cfg.group_share_session_timeout_ms,
             share_heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms,
             internal_mirror=metadata if cfg.cluster else None)
+        self._groups_loaded_at = time.monotonic()      # their sessions start then (run())
         self.controller.partitions_added = self.coordinator.on_partitions_changed
         # each group's own configs (KIP-848), kept by the controller
         self.coordinator.consumer.group_config = self.coordinator.share.group_config = (
@@ -1117,6 +1118,9 @@ class Supervisor:
         self.markers.attach(poller)
         child_died = self._watch_sigchld(poller)
         prepare_for_loop()
+        # the loaded members' sessions start when the coordinator can hear
+        # them, not at the load: the rest of start() took as long as it took
+        self.coordinator.extend_sessions(time.monotonic() - self._groups_loaded_at)
         # start() is not a stall: the adoption deadlines it set (wall
         # clock) hold on a clock that starts here equal to it
         self.loop_clock = LoopClock()
@@ -1128,6 +1132,7 @@ class Supervisor:
                     self._watch_children()
                     continue
                 raise
+            self.planted_stall(self.ready and not events)
             if child_died is not None and child_died in events:
                 try:
                     while os.read(child_died, 4096):
@@ -1143,7 +1148,9 @@ class Supervisor:
                     except zmq.Again:
                         break
                     self._on_control_frames(frames)
-            self.loop_clock.looked()
+            stalled = self.loop_clock.looked()
+            if stalled:     # the members' heartbeats wait unread, as the workers' do
+                self.coordinator.extend_sessions(stalled)
             self.native.on_events(events)
             self.relay.on_events(events)
             for listener in self.kafka_listeners:
@@ -1156,7 +1163,6 @@ class Supervisor:
             self.coordinator.tick()
             self.txn_coordinator.tick()
             self.share_coordinator.tick()
-            self.planted_stall(self.ready)
             self._watch_children()
             self._run_retries()
             if self._http_after is not None and (
