@@ -1,6 +1,6 @@
 """The supervisor process: the worker processes' lives, and the wiring of the node.
 
-One module of about 1,300 lines, with reason: the Supervisor is the
+One module of about 1,450 lines, with reason: the Supervisor is the
 node's one loop, and what it wires (controller, coordinators,
 listeners, the workers' lives, adoption, takeover) meets in its start
 and its loop; each part's logic lives in its own folder (controller/,
@@ -12,6 +12,9 @@ It runs, on one thread, everything of a node that is not a partition:
   spawning the partition workers and the ingest gateway, restarting any
   that dies (backing off when one keeps dying), ``server.json``, and a
   clean stop;
+- the loop's clock (loop_clock.py): the workers' heartbeats and the
+  group members' sessions are timed in the time this loop was able to
+  look, so a stalled loop fences no worker and expires no member;
 - the controller (controller.py): cluster metadata and the admin APIs;
   the metadata lives in the data directory (metadata.py) or, with
   ``--cluster``, in PostgreSQL under a controller lease this process
