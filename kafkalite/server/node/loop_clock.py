@@ -9,8 +9,9 @@ page-in, a process starved of CPU on a loaded host -- saw nothing for as
 long as it stalled, and measured against the wall clock every worker
 looked silent: healthy workers were fenced and their leaderships moved
 (issue 68, item 5: stalls of 7-18 s right after start under load, with a
-6 s timeout). Kafka's coordinators check a session against the time they
-were able to look; so does this clock.
+6 s timeout). A session is checked here against the time the loop was
+able to look, not the wall clock: a fence needs the worker to have been
+silent, not only the supervisor to have been away.
 
 The loop calls ``looked()`` each time it drained the control socket. A
 gap between two looks longer than ``allowance_s`` (a normal turn is one
@@ -19,8 +20,12 @@ allowance is left out of the *available* time: ``now()`` is the
 monotonic time less every stall so far, the current one included (a
 check made after a slow step of the same turn). Deadlines about what the
 supervisor sees -- a worker's last heartbeat, an adopted worker's hello --
-are kept on this clock; deadlines about the outside world (a change's
-answer, a restart's back-off) stay on the wall clock.
+are kept on this clock; the group coordinator's sessions are extended by
+each stall instead (``looked()`` returns it; GroupCoordinator.
+extend_sessions), their members' heartbeats having waited unread on the
+client sockets as the workers' did on the control socket. Deadlines about
+the outside world (a change's answer, a restart's back-off) stay on the
+wall clock.
 
 Two stalls measured on a restarted supervisor's first turns under load
 (8 busy processes on 2 cores, load 16-21) are taken off the loop before
@@ -31,7 +36,7 @@ batch's import of the compression codecs (lz4, zstandard: one turn of
 takes ten times as long.
 
 Alongside, the clock measures the loop's lag: the longest gap between
-looks (``longest_s``, with the first one's time) and a warning in the log
+looks (``longest_s``, and when it ended) and a warning in the log
 for each stall, naming its length, so a slow step is found where it
 happens.
 
