@@ -176,6 +176,19 @@ class GroupCoordinator:
     def close(self) -> None:
         self.store.close()
 
+    def extend_sessions(self, seconds: float) -> None:
+        """Every member's session (classic, consumer and share groups) is
+        ``seconds`` longer: the supervisor's loop stalled that long
+        (loop_clock.py), and the heartbeats sent meanwhile wait unread on
+        its sockets. Kafka's coordinators check a session against the time
+        they were able to look; a member is not expired for the
+        coordinator's own absence."""
+        members = [m for g in self.groups.values() for m in g.members.values()]
+        members += [m for cg in self.consumer.groups.values() for m in cg.members.values()]
+        members += [m for sg in self.share.groups.values() for m in sg.members.values()]
+        for m in {id(m): m for m in members}.values():
+            m.last_heartbeat += seconds
+
     def tick(self) -> None:
         """Expire sessions and pending members, finish timed-out rebalances,
         and expire offsets; called often from the supervisor's loop."""

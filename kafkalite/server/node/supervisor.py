@@ -1,6 +1,6 @@
 """The supervisor process: the worker processes' lives, and the wiring of the node.
 
-One module of about 1,300 lines, with reason: the Supervisor is the
+One module of about 1,450 lines, with reason: the Supervisor is the
 node's one loop, and what it wires (controller, coordinators,
 listeners, the workers' lives, adoption, takeover) meets in its start
 and its loop; each part's logic lives in its own folder (controller/,
@@ -12,6 +12,9 @@ It runs, on one thread, everything of a node that is not a partition:
   spawning the partition workers and the ingest gateway, restarting any
   that dies (backing off when one keeps dying), ``server.json``, and a
   clean stop;
+- the loop's clock (loop_clock.py): the workers' heartbeats and the
+  group members' sessions are timed in the time this loop was able to
+  look, so a stalled loop fences no worker and expires no member;
 - the controller (controller.py): cluster metadata and the admin APIs;
   the metadata lives in the data directory (metadata.py) or, with
   ``--cluster``, in PostgreSQL under a controller lease this process
@@ -105,6 +108,7 @@ from kafkalite.server.network.native_listener import NativeListener
 from kafkalite.server.auth.native_login import native_login
 from kafkalite.server.node.http_apps import (SchemaRegistryDoor, client_key_file, http_login,
                                             serve_app)
+from kafkalite.server.node.loop_clock import LoopClock, PlantedStall, prepare_for_loop
 from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, RESTART_BACKOFF_S,
                                              SERVER_FILE, SHUTDOWN_TIMEOUT_S,
                                              EarlyStart, RunningWorkers, WorkerProcess,
@@ -220,6 +224,11 @@ class Supervisor:
         # off from PostgreSQL, or stalled, past its lease): serve() starts
         # this node again, as one of the new controller's broker nodes
         self.deposed = False
+        self.planted_stall = PlantedStall()     # loop_clock.FAULT_ENV; a no-op unless set
+        # the time the loop was able to look at the workers (loop_clock.py):
+        # their heartbeats and adopted workers' hellos are timed on it, so a
+        # stalled loop fences no one; made again when run() starts
+        self.loop_clock = LoopClock()
 
     # ---- startup ---------------------------------------------------------------------------
 
@@ -284,6 +293,7 @@ class Supervisor:
             share_session_timeout_ms=cfg.group_share_session_timeout_ms,
             share_heartbeat_interval_ms=cfg.group_share_heartbeat_interval_ms,
             internal_mirror=metadata if cfg.cluster else None)
+        self._groups_loaded_at = time.monotonic()      # their sessions start then (run())
         self.controller.partitions_added = self.coordinator.on_partitions_changed
         # each group's own configs (KIP-848), kept by the controller
         self.coordinator.consumer.group_config = self.coordinator.share.group_config = (
@@ -817,7 +827,7 @@ class Supervisor:
                                                            remote=True)
             log.info("worker %d of node %s (%s) joins", w.index, msg.get("node"),
                      msg.get("host"))
-        w.last_heartbeat = time.monotonic()
+        w.last_heartbeat = self.loop_clock.now()
         if w.hung:
             # it beats again: it registers anew, as a restarted worker does
             # (its leaderships moved; what it holds is sent to it again)
@@ -972,24 +982,25 @@ class Supervisor:
 
     def _watch_children(self) -> None:
         now = time.monotonic()
+        seen = self.loop_clock.now()       # silences and hello deadlines count in it
         timeout = self.config.broker_session_timeout_ms / 1000.0
         for w in list(self.remote.values()):
             # another node's worker: silence is all this node can see of it
             if (not w.hung and not self.controller.brokers[w.index].fenced
-                    and w.last_heartbeat and now - w.last_heartbeat > timeout):
+                    and w.last_heartbeat and seen - w.last_heartbeat > timeout):
                 log.error("worker %d of node %s sent no heartbeat for %.1f s; fencing it",
-                          w.index, w.rack, now - w.last_heartbeat)
+                          w.index, w.rack, seen - w.last_heartbeat)
                 w.hung = True
                 self._fence(w)
         for w in self.workers:
             running = w.proc is not None or w.adopted
             if (running and not w.hung and not self.controller.brokers[w.index].fenced
-                    and w.last_heartbeat and now - w.last_heartbeat > timeout):
+                    and w.last_heartbeat and seen - w.last_heartbeat > timeout):
                 log.error("worker %d (pid %d) sent no heartbeat for %.1f s; fencing it",
-                          w.index, w.pid, now - w.last_heartbeat)
+                          w.index, w.pid, seen - w.last_heartbeat)
                 w.hung = True
                 self._fence(w)
-            if w.adopted and w.adopt_by and now > w.adopt_by and not self._stop:
+            if w.adopted and w.adopt_by and seen > w.adopt_by and not self._stop:
                 print(f"kafkalite: worker {w.index} (pid {w.pid}) of the previous supervisor "
                       f"did not say hello in {ADOPT_WAIT_S:.0f} s; killing it and starting "
                       f"another", file=sys.stderr, flush=True)
@@ -1127,6 +1138,13 @@ class Supervisor:
             listener.attach(poller)
         self.markers.attach(poller)
         child_died = self._watch_sigchld(poller)
+        prepare_for_loop()
+        # the loaded members' sessions start when the coordinator can hear
+        # them, not at the load: the rest of start() took as long as it took
+        self.coordinator.extend_sessions(time.monotonic() - self._groups_loaded_at)
+        # start() is not a stall: the adoption deadlines it set (wall
+        # clock) hold on a clock that starts here equal to it
+        self.loop_clock = LoopClock()
         while not self._stop:
             try:
                 events = dict(poller.poll(POLL_INTERVAL_MS))
@@ -1135,6 +1153,7 @@ class Supervisor:
                     self._watch_children()
                     continue
                 raise
+            self.planted_stall(self.ready and not events)
             if child_died is not None and child_died in events:
                 try:
                     while os.read(child_died, 4096):
@@ -1150,6 +1169,9 @@ class Supervisor:
                     except zmq.Again:
                         break
                     self._on_control_frames(frames)
+            stalled = self.loop_clock.looked()
+            if stalled:     # the members' heartbeats wait unread, as the workers' do
+                self.coordinator.extend_sessions(stalled)
             self.native.on_events(events)
             self.relay.on_events(events)
             for listener in self.kafka_listeners:
@@ -1209,6 +1231,8 @@ class Supervisor:
         self._lock_fd = -1
 
     def shutdown(self, timeout: float | None = None) -> None:
+        log.info("the loop's longest turn: %.2f s; %d stall(s) past %.1f s",
+                 self.loop_clock.longest_s, self.loop_clock.stalls, self.loop_clock.allowance_s)
         if timeout is None:
             busiest = max((len(self.controller.metadata.owned_by(w.index)) for w in self.workers),
                           default=0)
