@@ -624,6 +624,9 @@ class KafkaListener:
                 and not self.dispatcher.serves(header.api_key)):
             self.relay.forward(self, conn, header, payload)
             return
+        if (header is not None and self.dispatcher.frames_at_once
+                and self._answer_frame_at_once(conn, header, payload)):
+            return
         try:
             # Kafka ignores bytes after a request body, and clients rely on it.
             header, body = decode_request(payload, ignore_trailing=True)
@@ -666,6 +669,27 @@ class KafkaListener:
             self.unmute(conn, header)
         else:
             self.respond(conn, header, result)
+        return True
+
+    def _answer_frame_at_once(self, conn: KafkaConnection, header, payload: bytearray) -> bool:
+        """Whether the dispatcher's one-pass path for undecoded requests
+        answered this one (the common Produce: read, appended and answered
+        without the generic codec's dicts)."""
+        try:
+            result = self.dispatcher.answer_frame_at_once(header, payload)
+        except Exception as exc:  # one request must not take the process down
+            log.exception("%s: %r request failed", self.name, header.api_key)
+            self.respond_error(conn, header, errors.UnknownServerError.code,
+                               f"{type(exc).__name__}: {exc}")
+            return True
+        if result is None:
+            return False
+        if result is NO_RESPONSE:
+            self.unmute(conn, header)
+        elif type(result) is dict:
+            self.respond(conn, header, result)
+        elif not conn.closed:
+            self._answered(conn, header.correlation_id, (result,))
         return True
 
     # ---- SASL (security.py) ------------------------------------------------------------------

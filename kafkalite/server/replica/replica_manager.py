@@ -157,7 +157,7 @@ from kafkalite.server.replica.fetch_session import FetchSessionCache
 from kafkalite.server.replica.purgatory import (DelayedDeleteRecords, DelayedProduce,
                                                 DelayedRemoteListOffsets, Purgatory, replica_key)
 from kafkalite.server.network.requests import DEFERRED, NO_RESPONSE, RequestContext
-from kafkalite.server.replica.produce_at_once import answer_at_once
+from kafkalite.server.replica.produce_at_once import answer_at_once, answer_frame
 from kafkalite.server.replica.share_partition_manager import SharePartitionManager
 from kafkalite.storage import AppendOrigin, PartitionLog
 from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
@@ -684,6 +684,13 @@ class ReplicaManager:
         if done is None or body["acks"]:
             return done
         return NO_RESPONSE
+
+    def produce_frame_at_once(self, payload):
+        """The same for a Produce request as its TCP frame (header + body),
+        read without the generic codec: the answer's frame, a response body,
+        NO_RESPONSE, or None (produce_at_once.answer_frame); the
+        dispatcher's ``frames_at_once`` path for it."""
+        return answer_frame(self, payload)
 
     def start_verification(self, pid: int, epoch: int, sequences: dict,
                            supports_epoch_bump: bool) -> None:
