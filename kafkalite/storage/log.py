@@ -300,15 +300,18 @@ class PartitionLog:
             self._check_open()
         if self._pending_flushes:
             self._poll_flushes()
-        buf = records if type(records) is bytearray or _writable(records) else bytearray(records)
+        # a writable view (a Produce request's records, sliced from its frame) is patched as is
+        kind = type(records)
+        buf = (records if kind is bytearray or (kind is memoryview and not records.readonly)
+               or _writable(records) else bytearray(records))
         epoch = self._leader_epoch if leader_epoch is None else leader_epoch
         now = self._clock()
         cfg = self.config
+        append_time = now if cfg.log_append_time else -1
         scan = validate_for_append(
             buf, next_offset=self._log_end, leader_epoch=epoch,
             max_batch_bytes=cfg.max_message_bytes, require_keys=cfg.compact,
-            log_append_time=now if cfg.log_append_time else -1,
-            allow_control=allow_control)
+            log_append_time=append_time, allow_control=allow_control)
         if scan.producer_batch_count and origin is AppendOrigin.CLIENT:
             original = self.producer_state.check(scan)
             if original is not None:
@@ -320,7 +323,7 @@ class PartitionLog:
             # Before the write: recovery checks batches against the cache.
             self.leader_epoch_cache.assign(epoch, scan.first_offset)
             self._leader_epoch = epoch
-        return self._write(buf, scan, now)
+        return self._write(buf, scan, now, append_time)
 
     def start_transaction_verification(self, producer_id: int, base_sequence: int, epoch: int,
                                        supports_epoch_bump: bool) -> None:
@@ -361,7 +364,9 @@ class PartitionLog:
         self.leader_epoch_cache.assign_all(starts)  # before the write, as in append
         return self._write(buf, scan, self._clock())
 
-    def _write(self, buf, scan, now: int) -> LogAppendInfo:
+    def _write(self, buf, scan, now: int, append_time: int | None = None) -> LogAppendInfo:
+        """Write ``scan``'s validated batches; ``append_time``: what
+        LogAppendInfo reports (-1 for CreateTime; None: from the config)."""
         cfg = self.config
         size, last_offset = scan.size_in_bytes, scan.last_offset
         if size > cfg.segment_bytes:
@@ -383,10 +388,12 @@ class PartitionLog:
                 or now - self._last_flush_ms >= cfg.flush_ms):
             self.flush()
         # positional: the fields in LogAppendInfo's order
+        if append_time is None:
+            append_time = now if cfg.log_append_time else -1
         return LogAppendInfo(
             scan.first_offset, last_offset, scan.record_count, scan.batch_count,
             scan.max_timestamp, scan.offset_of_max_timestamp,
-            now if cfg.log_append_time else -1, self._log_start, size, scan)
+            append_time, self._log_start, size, scan)
 
     def _index_aborted(self, txn: CompletedTxn, segment: LogSegment) -> None:
         """Record an aborted transaction in the index of the segment holding

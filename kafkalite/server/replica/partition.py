@@ -214,7 +214,7 @@ class Partition:
         """Move the high watermark up to the smallest log end offset in the
         ISR (and a pending ISR's members); returns whether it moved. It
         never moves down here (only a truncation of the log lowers it)."""
-        if not self.is_leader:
+        if self.leader_id != self.broker_id:    # is_leader, without its call (every append)
             return False
         end = self.log.log_end_offset
         members = self.isr if self.pending_isr is None else set(self.isr) | set(self.pending_isr)

@@ -96,8 +96,13 @@ def answer_frame(rm, payload):
     plan = qualifying(rm, acks, topics)
     if plan is None:
         return None
-    with rm.gathered_wakeups():
+    if len(plan) == 1 and len(plan[0][1]) == 1:
+        # one partition (librdkafka's request at many partitions): its one
+        # append wakes what waits on it as gathering would, without the gathering
         answers, refused = _append_all(rm, plan)
+    else:
+        with rm.gathered_wakeups():
+            answers, refused = _append_all(rm, plan)
     if not acks:
         return NO_RESPONSE
     if refused:
