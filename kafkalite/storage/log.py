@@ -104,6 +104,9 @@ class LogAppendInfo(NamedTuple):
     duplicate: bool = False       # a retry of batches already in the log: nothing written
 
 
+_new_tuple = tuple.__new__
+
+
 class FetchDataInfo(NamedTuple):
     """A read's result: the region to send (None when there is nothing to
     read yet) and the partition's offsets at the time of the read; with
@@ -390,10 +393,12 @@ class PartitionLog:
         # positional: the fields in LogAppendInfo's order
         if append_time is None:
             append_time = now if cfg.log_append_time else -1
-        return LogAppendInfo(
+        # every field in LogAppendInfo's order, made as a tuple: its generated
+        # __new__ is a Python call of its own, on the path of every append
+        return _new_tuple(LogAppendInfo, (
             scan.first_offset, last_offset, scan.record_count, scan.batch_count,
             scan.max_timestamp, scan.offset_of_max_timestamp,
-            append_time, self._log_start, size, scan)
+            append_time, self._log_start, size, scan, False))
 
     def _index_aborted(self, txn: CompletedTxn, segment: LogSegment) -> None:
         """Record an aborted transaction in the index of the segment holding
