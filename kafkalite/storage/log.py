@@ -252,6 +252,27 @@ class PartitionLog:
         hw = self._high_watermark
         return hw if first_unstable is None else min(hw, first_unstable)
 
+    def fetch_offsets(self) -> tuple[int, int, int] | None:
+        """(high watermark, last stable offset, log start offset) in one
+        call, as the properties give them, for the leader states after
+        every append; None when the log is closed."""
+        if self._closed:
+            return None
+        first_unstable = self.producer_state.first_unstable_offset()
+        hw = self._high_watermark
+        return (hw, hw if first_unstable is None else min(hw, first_unstable), self._log_start)
+
+    def raise_high_watermark(self, offset: int) -> bool:
+        """Move the high watermark up to ``offset`` (as the setter checks
+        it) if that is higher; whether it moved."""
+        if offset <= self._high_watermark:
+            return False
+        if not self._log_start <= offset <= self._log_end:
+            raise ValueError(f"high watermark {offset} outside [{self._log_start}, "
+                             f"{self._log_end}] for {self.name}")
+        self._high_watermark = offset
+        return True
+
     @property
     def leader_epoch(self) -> int:
         """The epoch stamped on batches appended by this log's leader."""

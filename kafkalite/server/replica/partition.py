@@ -221,10 +221,7 @@ class Partition:
         for broker in members:
             if broker != self.broker_id:
                 end = min(end, self._replica_ends.get(broker, 0))
-        if end > self.log.high_watermark:
-            self.log.high_watermark = end
-            return True
-        return False
+        return self.log.raise_high_watermark(end)
 
     def delete_records(self, offset: int) -> tuple[int, int]:
         """DeleteRecords as leader: move the log start offset to ``offset``

@@ -50,7 +50,8 @@ def qualifying(rm, acks: int, topics) -> list | None:
         parts = []
         for index, records in partition_data:
             part = partitions.get((name, index))
-            if (part is None or not part.is_leader or records is None
+            # is_leader, without its call
+            if (part is None or part.leader_id != part.broker_id or records is None
                     or len(records) < _HEADER_BYTES
                     or records[OFF_ATTRIBUTES + 1] & ATTR_TRANSACTIONAL):
                 return None

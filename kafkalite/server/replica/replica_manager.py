@@ -588,10 +588,10 @@ class ReplicaManager:
         """Tell the leader states what idle fetches of ``part`` are answered
         from: after every change of its high watermark, last stable offset,
         log start offset, leadership or leader epoch."""
-        plog = part.log
-        if part.leader_id == part.broker_id and not plog.closed:
-            self.leader_states.publish(part.topic, part.index, plog.high_watermark,
-                                       plog.last_stable_offset, plog.log_start_offset,
+        offsets = part.log.fetch_offsets() if part.leader_id == part.broker_id else None
+        if offsets is not None:         # led here, its log open
+            hw, lso, log_start = offsets
+            self.leader_states.publish(part.topic, part.index, hw, lso, log_start,
                                        part.leader_epoch)
         else:
             self.leader_states.stop_leading(part.topic, part.index)
