@@ -25,7 +25,8 @@ COMMON = dict(
 # helpers (batch.pxd) are inline functions compiled into each module that
 # uses them.
 MODULES = ["crc32c", "layout", "builder", "reader", "columns", "batch_scan", "index", "offset_map",
-           "shm_ring", "partitioner", "messages", "accumulator", "produce_fetch", "fetch_state"]
+           "shm_ring", "partitioner", "messages", "accumulator", "produce_fetch", "fetch_state",
+           "produce_wire"]
 
 extensions = [
     Extension(f"kafkalite._ext.{name}", [os.path.join(EXT_DIR, f"{name}.pyx")], **COMMON)

@@ -43,6 +43,7 @@ _unpack_int16 = struct.Struct(">h").unpack_from
 _unpack_int32 = struct.Struct(">i").unpack_from
 
 _API_KEYS = {int(key): key for key in ApiKey}
+_new_tuple = tuple.__new__
 
 # (api key, version, records in frames) -> CompiledMessage
 _REQUEST_CODECS: dict[tuple[int, int, bool], CompiledMessage] = {}
@@ -160,7 +161,10 @@ def peek_request_header(buf) -> RequestHeader | None:
     if len(buf) < 8:
         return None
     api_key, api_version, correlation_id = _unpack_prefix(buf, 0)
-    return RequestHeader(_API_KEYS.get(api_key, api_key), api_version, correlation_id, None)
+    # made as a tuple: a NamedTuple's generated __new__ is a Python call, and
+    # a broker peeks at every request it reads
+    return _new_tuple(RequestHeader, (_API_KEYS.get(api_key, api_key), api_version,
+                                      correlation_id, None))
 
 
 def _response_parts(api_key: int, api_version: int, correlation_id: int, body: dict,

@@ -290,6 +290,11 @@ class LogConfig:
     }
 
     def __post_init__(self):
+        # derived views, worked out once: plain attributes, read on every
+        # append (a property is a Python call each time)
+        object.__setattr__(self, "compact", CLEANUP_COMPACT in self.cleanup_policy)
+        object.__setattr__(self, "log_append_time",
+                           self.message_timestamp_type == TIMESTAMP_LOG_APPEND_TIME)
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             lo, hi = f.metadata["min"], f.metadata["max"]
@@ -369,11 +374,7 @@ class LogConfig:
                         f"invalid value {local} for {key}: Value must not be more than "
                         f"{total_key} property value: {total}")
 
-    # derived views
-    @property
-    def compact(self) -> bool:
-        return CLEANUP_COMPACT in self.cleanup_policy
-
+    # derived views (``compact`` and ``log_append_time`` are set by __post_init__)
     @property
     def delete(self) -> bool:
         return CLEANUP_DELETE in self.cleanup_policy
@@ -387,10 +388,6 @@ class LogConfig:
     def effective_local_retention_bytes(self) -> int:
         return (self.retention_bytes if self.local_retention_bytes == -2
                 else self.local_retention_bytes)
-
-    @property
-    def log_append_time(self) -> bool:
-        return self.message_timestamp_type == TIMESTAMP_LOG_APPEND_TIME
 
     # Kafka property names <-> fields
     @classmethod

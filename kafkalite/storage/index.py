@@ -53,6 +53,8 @@ class _IndexFile:
             if whole != size:
                 os.ftruncate(self._fd, whole)
             self._persisted = whole  # bytes of _data already in the file
+            # kept with _data: the active segment asks before every append (should_roll)
+            self.full = len(self._data) >= self._full_size
         except OSError as exc:
             raise KafkaStorageError(f"cannot open index {path}: {exc.strerror or exc}") from exc
 
@@ -65,7 +67,7 @@ class _IndexFile:
         return len(self._data)
 
     def is_full(self) -> bool:
-        return len(self._data) >= self._full_size
+        return self.full
 
     def _last_entry(self):
         """The last entry (``entry``'s tuple), None when there is none."""
@@ -83,12 +85,14 @@ class _IndexFile:
     def _append_raw(self, entry: bytes, value: tuple) -> None:
         self._data += entry
         self._last = value
+        self.full = len(self._data) >= self._full_size
 
     def _truncate_entries(self, entries: int) -> None:
         size = entries * self.entry_size
         self._last = None
         if size < len(self._data):
             del self._data[size:]
+            self.full = len(self._data) >= self._full_size
         if size < self._persisted:
             os.ftruncate(self._fd, size)
             self._persisted = size

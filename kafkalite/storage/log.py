@@ -104,6 +104,9 @@ class LogAppendInfo(NamedTuple):
     duplicate: bool = False       # a retry of batches already in the log: nothing written
 
 
+_new_tuple = tuple.__new__
+
+
 class FetchDataInfo(NamedTuple):
     """A read's result: the region to send (None when there is nothing to
     read yet) and the partition's offsets at the time of the read; with
@@ -249,6 +252,27 @@ class PartitionLog:
         hw = self._high_watermark
         return hw if first_unstable is None else min(hw, first_unstable)
 
+    def fetch_offsets(self) -> tuple[int, int, int] | None:
+        """(high watermark, last stable offset, log start offset) in one
+        call, as the properties give them, for the leader states after
+        every append; None when the log is closed."""
+        if self._closed:
+            return None
+        first_unstable = self.producer_state.first_unstable_offset()
+        hw = self._high_watermark
+        return (hw, hw if first_unstable is None else min(hw, first_unstable), self._log_start)
+
+    def raise_high_watermark(self, offset: int) -> bool:
+        """Move the high watermark up to ``offset`` (as the setter checks
+        it) if that is higher; whether it moved."""
+        if offset <= self._high_watermark:
+            return False
+        if not self._log_start <= offset <= self._log_end:
+            raise ValueError(f"high watermark {offset} outside [{self._log_start}, "
+                             f"{self._log_end}] for {self.name}")
+        self._high_watermark = offset
+        return True
+
     @property
     def leader_epoch(self) -> int:
         """The epoch stamped on batches appended by this log's leader."""
@@ -300,15 +324,18 @@ class PartitionLog:
             self._check_open()
         if self._pending_flushes:
             self._poll_flushes()
-        buf = records if type(records) is bytearray or _writable(records) else bytearray(records)
+        # a writable view (a Produce request's records, sliced from its frame) is patched as is
+        kind = type(records)
+        buf = (records if kind is bytearray or (kind is memoryview and not records.readonly)
+               or _writable(records) else bytearray(records))
         epoch = self._leader_epoch if leader_epoch is None else leader_epoch
         now = self._clock()
         cfg = self.config
+        append_time = now if cfg.log_append_time else -1
         scan = validate_for_append(
             buf, next_offset=self._log_end, leader_epoch=epoch,
             max_batch_bytes=cfg.max_message_bytes, require_keys=cfg.compact,
-            log_append_time=now if cfg.log_append_time else -1,
-            allow_control=allow_control)
+            log_append_time=append_time, allow_control=allow_control)
         if scan.producer_batch_count and origin is AppendOrigin.CLIENT:
             original = self.producer_state.check(scan)
             if original is not None:
@@ -320,7 +347,7 @@ class PartitionLog:
             # Before the write: recovery checks batches against the cache.
             self.leader_epoch_cache.assign(epoch, scan.first_offset)
             self._leader_epoch = epoch
-        return self._write(buf, scan, now)
+        return self._write(buf, scan, now, append_time)
 
     def start_transaction_verification(self, producer_id: int, base_sequence: int, epoch: int,
                                        supports_epoch_bump: bool) -> None:
@@ -361,7 +388,9 @@ class PartitionLog:
         self.leader_epoch_cache.assign_all(starts)  # before the write, as in append
         return self._write(buf, scan, self._clock())
 
-    def _write(self, buf, scan, now: int) -> LogAppendInfo:
+    def _write(self, buf, scan, now: int, append_time: int | None = None) -> LogAppendInfo:
+        """Write ``scan``'s validated batches; ``append_time``: what
+        LogAppendInfo reports (-1 for CreateTime; None: from the config)."""
         cfg = self.config
         size, last_offset = scan.size_in_bytes, scan.last_offset
         if size > cfg.segment_bytes:
@@ -383,10 +412,14 @@ class PartitionLog:
                 or now - self._last_flush_ms >= cfg.flush_ms):
             self.flush()
         # positional: the fields in LogAppendInfo's order
-        return LogAppendInfo(
+        if append_time is None:
+            append_time = now if cfg.log_append_time else -1
+        # every field in LogAppendInfo's order, made as a tuple: its generated
+        # __new__ is a Python call of its own, on the path of every append
+        return _new_tuple(LogAppendInfo, (
             scan.first_offset, last_offset, scan.record_count, scan.batch_count,
             scan.max_timestamp, scan.offset_of_max_timestamp,
-            now if cfg.log_append_time else -1, self._log_start, size, scan)
+            append_time, self._log_start, size, scan, False))
 
     def _index_aborted(self, txn: CompletedTxn, segment: LogSegment) -> None:
         """Record an aborted transaction in the index of the segment holding

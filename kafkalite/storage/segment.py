@@ -387,7 +387,7 @@ class LogSegment:
             waited = now - self.created_ms
         return (self._size + size > config.segment_bytes
                 or waited > config.segment_ms - config.segment_jitter_ms
-                or self.offset_index.is_full() or self.time_index.is_full()
+                or self.offset_index.full or self.time_index.full
                 or last_offset - self.base_offset > _INT32_MAX)
 
     def append(self, data, scan) -> None:

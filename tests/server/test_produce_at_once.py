@@ -17,8 +17,10 @@ import pytest
 from in_process_broker import Broker
 
 import kafkalite.server.replica.replica_manager as replica_manager_module
-from kafkalite.protocol import ApiKey
+from kafkalite.protocol import ApiKey, encode_request
+from kafkalite.protocol.codec import encode_response_wire
 from kafkalite.record import RecordBatchBuilder
+from kafkalite.server.network.requests import NO_RESPONSE
 from kafkalite.server.replica import produce_at_once
 
 TOPICS = {"a": 3, "b": 2, "c": 1}
@@ -163,6 +165,61 @@ def test_one_pass_answers_and_writes_as_the_full_path(tmp_path, monkeypatch, see
                 b.answers.clear()
         assert _logs(fast) == _logs(full)
         assert len(served) > 25, f"the one-pass path served only {len(served)} of 120 requests"
+    finally:
+        fast.rm.shutdown()
+        full.rm.shutdown()
+
+
+def _wire(version: int, cid: int, answer) -> bytes | None:
+    """An answer as the TCP wire carries it (None: no answer)."""
+    if answer is None or answer is NO_RESPONSE:
+        return None
+    if type(answer) is dict:
+        return bytes(encode_response_wire(ApiKey.PRODUCE, version, cid, answer)[0])
+    return bytes(answer)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_frame_path_answers_and_writes_as_the_full_path(tmp_path, monkeypatch, seed):
+    """The one-pass path of a request still in its TCP frame
+    (ReplicaManager.produce_frame_at_once: read, appended and answered
+    without the generic codec) against the full path, at every version it
+    takes: the same answer's bytes, logs and waiting fetch's answer; what
+    it does not take it leaves alone, and the full path serves it."""
+    fast, full = _broker(tmp_path, "fast"), _broker(tmp_path, "full")
+    monkeypatch.setattr(replica_manager_module, "answer_at_once", lambda rm, b: None)
+    served = 0
+    try:
+        rng = random.Random(seed)
+        sequences: dict = {}
+        for cid in range(120):
+            body, version = _request(rng, sequences), rng.randint(3, 12)
+            waits = {b: b.send(ApiKey.FETCH, 12, _waiting_fetch(b)) for b in (fast, full)}
+            cid_full = full.send(ApiKey.PRODUCE, version, body)
+            frame = bytearray(encode_request(ApiKey.PRODUCE, version, cid, "t", body))
+            fast_answer, cid_fast = fast.rm.produce_frame_at_once(frame), None
+            if fast_answer is None:         # not taken: the full path serves it
+                cid_fast = fast.send(ApiKey.PRODUCE, version, body)
+            else:
+                served += 1
+            if cid_full not in full.answers:
+                time.sleep(0.002)       # acks=-1 with the replicated partition: its timeout
+                full.rm.expire()
+                fast.rm.expire()
+            if cid_fast is not None:
+                fast_answer = fast.answers.pop(cid_fast, "none")
+            full_answer = full.answers.pop(cid_full, "none")
+            if full_answer == "none" or fast_answer == "none":
+                assert fast_answer == full_answer, body
+            else:
+                assert _wire(version, cid, fast_answer) == _wire(version, cid, full_answer), body
+            assert _fetched(fast.answers.pop(waits[fast], None)) == \
+                _fetched(full.answers.pop(waits[full], None)), body
+            for b in (fast, full):
+                b.rm.purgatory.expire(float("inf"))
+                b.answers.clear()
+        assert _logs(fast) == _logs(full)
+        assert served > 25, f"the frame path served only {served} of 120 requests"
     finally:
         fast.rm.shutdown()
         full.rm.shutdown()

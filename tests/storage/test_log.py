@@ -158,6 +158,32 @@ def test_segments_roll_on_size_and_lookup_crosses_them(open_log):
     assert verify_segments(plog) == []
 
 
+def test_a_full_index_rolls_the_segment_as_it_was_opened_and_truncated(open_log):
+    """segment.index.bytes 24: a time index of two entries, and an entry
+    for every batch after a segment's first (index.interval.bytes 0), so
+    every third batch fills it and the next rolls the segment; a segment
+    opened with a full index rolls at the next append, one truncated below
+    its full index takes the next batches itself."""
+    props = dict(segment_index_bytes=24, index_interval_bytes=0)
+    plog = open_log(**props)
+    for i in range(9):
+        plog.append(batch([b"x"], timestamp=1000 + i))
+    assert [s.base_offset for s in plog.segments] == [0, 3, 6]
+    assert plog.active_segment.time_index.is_full()
+    plog.close()
+    plog = open_log(**props)
+    plog.append(batch([b"y"], timestamp=2000))
+    assert [s.base_offset for s in plog.segments] == [0, 3, 6, 9]
+    for i in range(2):
+        plog.append(batch([b"z"], timestamp=2001 + i))
+    assert plog.active_segment.time_index.is_full()
+    plog.truncate_to(10)
+    assert not plog.active_segment.time_index.is_full()
+    plog.append(batch([b"w"], timestamp=2003))
+    assert [s.base_offset for s in plog.segments] == [0, 3, 6, 9]
+    assert plog.log_end_offset == 11
+
+
 def test_segment_ms_rolls_by_record_time(open_log):
     plog = open_log(segment_ms=1000)
     plog.append(batch([b"a"], timestamp=10_000))

@@ -624,6 +624,9 @@ class KafkaListener:
                 and not self.dispatcher.serves(header.api_key)):
             self.relay.forward(self, conn, header, payload)
             return
+        if (header is not None and self.dispatcher.frames_at_once and self._answer_at_once(
+                conn, header, self.dispatcher.answer_frame_at_once, payload)):
+            return
         try:
             # Kafka ignores bytes after a request body, and clients rely on it.
             header, body = decode_request(payload, ignore_trailing=True)
@@ -642,7 +645,8 @@ class KafkaListener:
             # Kafka closes a connection whose request it cannot parse.
             self._close(conn, str(exc))
             return
-        if self.dispatcher.at_once and self._answer_at_once(conn, header, body):
+        if self.dispatcher.at_once and self._answer_at_once(
+                conn, header, self.dispatcher.answer_at_once, body):
             return
         self.dispatcher.dispatch(RequestContext(header, Listener.KAFKA, self, conn,
                                                 peer=conn.address, principal=conn.principal,
@@ -650,11 +654,14 @@ class KafkaListener:
                                                 listener_name=self.listener_name),
                                  body)
 
-    def _answer_at_once(self, conn: KafkaConnection, header, body: dict) -> bool:
+    def _answer_at_once(self, conn: KafkaConnection, header, answer, request) -> bool:
         """Whether the dispatcher's one-pass path answered the request (the
-        common Produce: no RequestContext, no handler chain)."""
+        common Produce: no RequestContext, no handler chain). ``answer`` is
+        the dispatcher's ``answer_at_once`` (``request``: the decoded body)
+        or ``answer_frame_at_once`` (``request``: the frame, not decoded:
+        answered without the generic codec's dicts)."""
         try:
-            result = self.dispatcher.answer_at_once(header, body)
+            result = answer(header, request)
         except Exception as exc:  # one request must not take the process down
             log.exception("%s: %r request failed", self.name, header.api_key)
             self.respond_error(conn, header, errors.UnknownServerError.code,
@@ -664,8 +671,10 @@ class KafkaListener:
             return False
         if result is NO_RESPONSE:
             self.unmute(conn, header)
-        else:
+        elif type(result) is dict:
             self.respond(conn, header, result)
+        elif not conn.closed:       # the answer's frame, size prefix and all
+            self._answered(conn, header.correlation_id, (result,))
         return True
 
     # ---- SASL (security.py) ------------------------------------------------------------------

@@ -336,6 +336,10 @@ class RequestDispatcher:
         # {api key: fn(body) -> response body, NO_RESPONSE, or None}: a handler's one-pass
         # path for its common requests, which needs no RequestContext (``answer_at_once``)
         self.at_once: dict = {}
+        # {api key: fn(payload) -> the answer's TCP frame, a response body,
+        # NO_RESPONSE, or None}: the same for a request still in its TCP frame
+        # (header + body), which the path reads itself (``answer_frame_at_once``)
+        self.frames_at_once: dict = {}
 
     def advertised(self, listener: Listener) -> Iterable[int]:
         if listener is Listener.KAFKA and self._cluster_apis is not None:
@@ -372,6 +376,24 @@ class RequestDispatcher:
             return None
         started = time.perf_counter()
         result = fn(body)
+        if result is not None and self.stats is not None:
+            self.stats.observe(header.api_key, time.perf_counter() - started)
+        return result
+
+    def answer_frame_at_once(self, header: RequestHeader, payload):
+        """As ``answer_at_once`` for a request not decoded yet: ``payload``
+        is its frame (header + body), ``header`` its peeked header. The
+        answer's TCP frame (a bytes-like, size prefix and all), a response
+        body, NO_RESPONSE, or None: nothing done, the caller decodes it."""
+        fn = self.frames_at_once.get(header.api_key)
+        if fn is None or self.gate is not None or (self.quotas is not None
+                                                     and self.quotas.enabled):
+            return None
+        versions = SUPPORTED_VERSIONS[header.api_key]
+        if not versions[0] <= header.api_version <= versions[1]:
+            return None
+        started = time.perf_counter()
+        result = fn(payload)
         if result is not None and self.stats is not None:
             self.stats.observe(header.api_key, time.perf_counter() - started)
         return result

@@ -183,6 +183,7 @@ class Worker:
                                             unserved_hint=_unserved_hint("its bootstrap.servers"))
         # the common Produce request, answered by its listener in one pass (issue 72)
         self.dispatcher.at_once[ApiKey.PRODUCE] = self.replica_manager.produce_at_once
+        self.dispatcher.frames_at_once[ApiKey.PRODUCE] = self.replica_manager.produce_frame_at_once
         # the ACLs come from the controller (acl_control.py): none until the
         # first assign, so nothing is allowed before it but to super users
         self.authorizer = authorizer_from_config(config, self.metrics and self.metrics.requests)

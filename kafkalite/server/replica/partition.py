@@ -214,17 +214,14 @@ class Partition:
         """Move the high watermark up to the smallest log end offset in the
         ISR (and a pending ISR's members); returns whether it moved. It
         never moves down here (only a truncation of the log lowers it)."""
-        if not self.is_leader:
+        if self.leader_id != self.broker_id:    # is_leader, without its call (every append)
             return False
         end = self.log.log_end_offset
         members = self.isr if self.pending_isr is None else set(self.isr) | set(self.pending_isr)
         for broker in members:
             if broker != self.broker_id:
                 end = min(end, self._replica_ends.get(broker, 0))
-        if end > self.log.high_watermark:
-            self.log.high_watermark = end
-            return True
-        return False
+        return self.log.raise_high_watermark(end)
 
     def delete_records(self, offset: int) -> tuple[int, int]:
         """DeleteRecords as leader: move the log start offset to ``offset``

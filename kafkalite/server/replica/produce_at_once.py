@@ -26,8 +26,10 @@ from __future__ import annotations
 import logging
 
 from kafkalite import errors
+from kafkalite._ext.produce_wire import read_produce, write_produce_answer
 from kafkalite.errors import KafkaError
 from kafkalite.record.layout import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRODUCER_ID, PRODUCER
+from kafkalite.server.network.requests import NO_RESPONSE
 
 log = logging.getLogger("kafkalite.replica")
 
@@ -35,22 +37,21 @@ log = logging.getLogger("kafkalite.replica")
 _HEADER_BYTES = OFF_PRODUCER_ID + PRODUCER.size
 
 
-def qualifying(rm, body: dict) -> list | None:
-    """[(topic name, [(partition index, Partition, records)])] when the
-    request is the common kind (module docstring), else None."""
-    acks = body["acks"]
-    if body["transactional_id"] is not None or acks not in (1, 0, -1) \
-            or body.get("request_principal"):
+def qualifying(rm, acks: int, topics) -> list | None:
+    """[(topic name, [(partition index, Partition, records)])] when a
+    request of ``acks`` and ``topics`` ([(name, [(index, records)])]), with
+    no transactional id and no request principal, is the common kind
+    (module docstring), else None."""
+    if acks not in (1, 0, -1):
         return None
     partitions = rm.partitions
     out = []
-    for topic in body["topic_data"]:
-        name = topic["name"]
+    for name, partition_data in topics:
         parts = []
-        for pd in topic["partition_data"]:
-            records = pd["records"]
-            part = partitions.get((name, pd["index"]))
-            if (part is None or not part.is_leader or records is None
+        for index, records in partition_data:
+            part = partitions.get((name, index))
+            # is_leader, without its call
+            if (part is None or part.leader_id != part.broker_id or records is None
                     or len(records) < _HEADER_BYTES
                     or records[OFF_ATTRIBUTES + 1] & ATTR_TRANSACTIONAL):
                 return None
@@ -58,7 +59,7 @@ def qualifying(rm, body: dict) -> list | None:
                                or part.under_min_isr):
                 # followers to wait for, or NOT_ENOUGH_REPLICAS to answer: the full path's
                 return None
-            parts.append((pd["index"], part, records))
+            parts.append((index, part, records))
         out.append((name, parts))
     return out
 
@@ -67,35 +68,83 @@ def answer_at_once(rm, body: dict) -> dict | None:
     """The request's response body (acks 0: an empty dict, for the caller to
     answer nothing), every partition appended; None when the request is not
     the common kind, nothing changed."""
-    request = qualifying(rm, body)
+    if body["transactional_id"] is not None or body.get("request_principal"):
+        return None
+    request = qualifying(rm, body["acks"], [
+        (topic["name"], [(pd["index"], pd["records"]) for pd in topic["partition_data"]])
+        for topic in body["topic_data"]])
     if request is None:
         return None
     # what waits on the partitions is woken once the whole request is in (a fetch
     # waiting on two of them gets both appends), as the full path does
     with rm.gathered_wakeups():
-        responses = _append_all(rm, request)
-    return {"responses": responses, "throttle_time_ms": 0}
+        answers, _ = _append_all(rm, request)
+    return _response_body(answers)
 
 
-def _append_all(rm, request: list) -> list:
-    """The response topics of ``request``'s appends (qualifying's shape):
-    each partition's through ``ReplicaManager.append``, the one write path
-    (high watermark, leader states, stats, wake-ups)."""
-    responses = []
+def answer_frame(rm, payload):
+    """The answer to a Produce request frame (header + body, as the TCP
+    wire carries it, without its size prefix) when it is the common kind,
+    every partition appended: its TCP frame (size prefix and all), or a
+    response body when a partition's log refused its batch (for the
+    generic encoder: record errors, messages), or NO_RESPONSE (acks 0);
+    None when it is not the common kind, nothing read beyond the frame and
+    nothing changed: the caller decodes it and serves it as any other."""
+    request = read_produce(payload)
+    if request is None:
+        return None
+    version, correlation_id, acks, topics = request
+    plan = qualifying(rm, acks, topics)
+    if plan is None:
+        return None
+    if len(plan) == 1 and len(plan[0][1]) == 1:
+        # one partition (librdkafka's request at many partitions): its one
+        # append wakes what waits on it as gathering would, without the gathering
+        answers, refused = _append_all(rm, plan)
+    else:
+        with rm.gathered_wakeups():
+            answers, refused = _append_all(rm, plan)
+    if not acks:
+        return NO_RESPONSE
+    if refused:
+        return _response_body(answers)
+    return write_produce_answer(version, correlation_id, answers)
+
+
+def _append_all(rm, request: list) -> tuple[list, bool]:
+    """([(topic name, [answer])], whether any was refused) of
+    ``request``'s appends (qualifying's shape): each partition's through
+    ``ReplicaManager.append``, the one write path (high watermark, leader
+    states, stats, wake-ups). An answer is (index, base offset, log
+    append time, log start offset), or a refused partition's response dict."""
+    answers = []
+    refused = False
+    append = rm.append
     for name, parts in request:
         outs = []
         for index, part, records in parts:
             try:
-                info = rm.append(part, records)
+                info = append(part, records)
             except KafkaError as exc:
                 outs.append(_refused(rm, part, index, exc))
+                refused = True
                 continue
-            outs.append({"index": index, "error_code": 0, "base_offset": info.first_offset,
-                         "log_append_time_ms": info.log_append_time,
-                         "log_start_offset": part.log.log_start_offset, "record_errors": [],
-                         "error_message": None})
-        responses.append({"name": name, "partition_responses": outs})
-    return responses
+            outs.append((index, info.first_offset, info.log_append_time, info.log_start_offset))
+        answers.append((name, outs))
+    return answers, refused
+
+
+def _response_body(answers: list) -> dict:
+    """The response body of ``_append_all``'s answers, for the generic encoder."""
+    responses = []
+    for name, outs in answers:
+        responses.append({"name": name, "partition_responses": [
+            out if type(out) is dict else
+            {"index": out[0], "error_code": 0, "base_offset": out[1],
+             "log_append_time_ms": out[2], "log_start_offset": out[3], "record_errors": [],
+             "error_message": None}
+            for out in outs]})
+    return {"responses": responses, "throttle_time_ms": 0}
 
 
 def _refused(rm, part, index: int, exc: KafkaError) -> dict:

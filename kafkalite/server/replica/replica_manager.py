@@ -157,7 +157,7 @@ from kafkalite.server.replica.fetch_session import FetchSessionCache
 from kafkalite.server.replica.purgatory import (DelayedDeleteRecords, DelayedProduce,
                                                 DelayedRemoteListOffsets, Purgatory, replica_key)
 from kafkalite.server.network.requests import DEFERRED, NO_RESPONSE, RequestContext
-from kafkalite.server.replica.produce_at_once import answer_at_once
+from kafkalite.server.replica.produce_at_once import answer_at_once, answer_frame
 from kafkalite.server.replica.share_partition_manager import SharePartitionManager
 from kafkalite.storage import AppendOrigin, PartitionLog
 from kafkalite.storage.checkpoint import BROKER_CHECKPOINTS, CheckpointFile
@@ -588,10 +588,10 @@ class ReplicaManager:
         """Tell the leader states what idle fetches of ``part`` are answered
         from: after every change of its high watermark, last stable offset,
         log start offset, leadership or leader epoch."""
-        plog = part.log
-        if part.leader_id == part.broker_id and not plog.closed:
-            self.leader_states.publish(part.topic, part.index, plog.high_watermark,
-                                       plog.last_stable_offset, plog.log_start_offset,
+        offsets = part.log.fetch_offsets() if part.leader_id == part.broker_id else None
+        if offsets is not None:         # led here, its log open
+            hw, lso, log_start = offsets
+            self.leader_states.publish(part.topic, part.index, hw, lso, log_start,
                                        part.leader_epoch)
         else:
             self.leader_states.stop_leading(part.topic, part.index)
@@ -684,6 +684,12 @@ class ReplicaManager:
         if done is None or body["acks"]:
             return done
         return NO_RESPONSE
+
+    # The same for a Produce request as its TCP frame (header + body), read
+    # without the generic codec: the answer's frame, a response body,
+    # NO_RESPONSE, or None; the dispatcher's ``frames_at_once`` path for it.
+    # The function itself, as a method: no call of a wrapper per request.
+    produce_frame_at_once = answer_frame
 
     def start_verification(self, pid: int, epoch: int, sequences: dict,
                            supports_epoch_bump: bool) -> None:

@@ -1,0 +1,291 @@
+# cython: language_level=3
+"""The common Produce request read straight from its TCP frame, and its
+answer written straight into one, for the broker's one-pass path
+(kafkalite/server/replica/produce_at_once.py, issue 72).
+
+librdkafka at 100 partitions sends about one Produce request per message,
+one partition of one record each; decoding it into the generic codec's
+dicts (every schema field, a RequestHeader, a body dict, a dict per topic
+and partition) and encoding the answer from dicts cost more than the
+append itself. ``read_produce`` gives only what the one-pass path needs;
+``write_produce_answer`` writes an answer of appended partitions.
+
+Contract: ``read_produce`` takes only the common kind -- Produce v3-v12,
+header and body well formed, a client id of ASCII, no transactional id,
+every tagged-field section empty (so no ``request_principal``), every
+records value present, no bytes after the body -- and returns None for
+anything else, having looked at nothing but the frame: the caller then
+decodes it with the generic codec, which serves (or refuses) it exactly as
+before. ``write_produce_answer`` gives the bytes the generic encoder gives
+(``encode_response_wire``) for the same answer: error code 0, no record
+errors, no error message, no tagged fields, throttle time 0.
+tests/protocol/test_produce_wire.py compares both with the generic codec
+on random requests and answers of every version.
+
+Layouts (Kafka's ProduceRequest.json / ProduceResponse.json; flexible
+from v9, where lengths are unsigned varints of length + 1 and each struct
+ends in a tagged-field section):
+
+  request header v1 (v3-v8) / v2 (v9+) => api_key int16, api_version
+      int16, correlation_id int32, client_id nullable string (int16
+      length in every version), tags (v2)
+  ProduceRequest => transactional_id nullable string, acks int16,
+      timeout_ms int32, [topic_data: name string, [partition_data: index
+      int32, records nullable bytes, tags], tags], tags
+  response header v0 / v1 (v9+) => correlation_id int32, tags (v1)
+  ProduceResponse => [responses: name string, [partition_responses:
+      index int32, error_code int16, base_offset int64,
+      log_append_time_ms int64, log_start_offset int64 (5+),
+      [record_errors] (8+), error_message nullable string (8+), tags],
+      tags], throttle_time_ms int32, tags
+"""
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
+from cpython.list cimport PyList_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.string cimport memcpy
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
+
+cdef enum:
+    PRODUCE = 0
+    FIRST_VERSION = 3           # message format v2
+    LAST_VERSION = 12           # v13 names topics by id
+    FIRST_FLEXIBLE = 9
+    MAX_STRING_BYTES = 32767    # Kafka's cap on a string (compiler.MAX_STRING_BYTES)
+    # an answer's partition at most: index, error, three offsets, record
+    # errors, error message, tags
+    PARTITION_BYTES = 4 + 2 + 8 * 3 + 4 + 2 + 1
+    NOT_TAKEN = -2              # a length or field the common kind does not have
+
+
+cdef struct Reader:
+    const uint8_t* p
+    Py_ssize_t pos
+    Py_ssize_t end
+
+
+cdef inline bint has(Reader* r, Py_ssize_t n) noexcept:
+    return n <= r.end - r.pos
+
+
+cdef inline int64_t read_int(Reader* r, int size) noexcept:
+    """A big-endian signed int of ``size`` bytes (2 or 4); the caller checked ``has``."""
+    cdef uint64_t v = 0
+    cdef int k
+    for k in range(size):
+        v = (v << 8) | r.p[r.pos + k]
+    r.pos += size
+    if size == 2:
+        return <int64_t>(<short>v)
+    return <int64_t>(<int>v)
+
+
+cdef inline int64_t read_length(Reader* r, bint flexible, int size) noexcept:
+    """A length or count, -1 for null; NOT_TAKEN past the end or for a
+    varint over 32 bits (as types.read_uvarint refuses)."""
+    cdef uint64_t value = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    if not flexible:
+        if not has(r, size):
+            return NOT_TAKEN
+        return read_int(r, size)
+    while True:
+        if not has(r, 1):
+            return NOT_TAKEN
+        b = r.p[r.pos]
+        r.pos += 1
+        if b < 0x80:
+            if shift == 28 and b > 0x0F:
+                return NOT_TAKEN
+            return <int64_t>(value | (<uint64_t>b << shift)) - 1
+        value |= <uint64_t>(b & 0x7F) << shift
+        shift += 7
+        if shift > 28:
+            return NOT_TAKEN
+
+
+cdef inline bint no_tags(Reader* r) noexcept:
+    """An empty tagged-field section, read; False for any other."""
+    if not has(r, 1) or r.p[r.pos] != 0:
+        return False
+    r.pos += 1
+    return True
+
+
+def read_produce(payload):
+    """(api_version, correlation_id, acks, [(topic name, [(partition index,
+    records)])]) of a Produce request frame (header + body, no size
+    prefix) of the common kind (module docstring), records as memoryview
+    slices of ``payload``; None for any other frame."""
+    cdef Py_buffer view
+    cdef Reader r
+    cdef int64_t api_key, version, correlation_id, n, acks, topics, partitions, t, i, index
+    cdef bint flexible
+    cdef Py_ssize_t k
+    cdef list topic_data, partition_data
+    cdef str name
+    if PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE) != 0:
+        return None
+    try:
+        r.p = <const uint8_t*>view.buf
+        r.pos = 0
+        r.end = view.len
+        if not has(&r, 10):
+            return None
+        api_key = read_int(&r, 2)
+        version = read_int(&r, 2)
+        if api_key != PRODUCE or not FIRST_VERSION <= version <= LAST_VERSION:
+            return None
+        correlation_id = read_int(&r, 4)
+        n = read_int(&r, 2)             # client_id: int16 length in every header version
+        if n >= 0:
+            if not has(&r, n):
+                return None
+            # ASCII is UTF-8; anything else the generic decoder checks
+            for k in range(r.pos, r.pos + n):
+                if r.p[k] >= 0x80:
+                    return None
+            r.pos += n
+        elif n != -1:
+            return None
+        flexible = version >= FIRST_FLEXIBLE
+        if flexible and not no_tags(&r):
+            return None
+        if read_length(&r, flexible, 2) != -1:     # transactional_id: null only
+            return None
+        if not has(&r, 6):
+            return None
+        acks = read_int(&r, 2)
+        r.pos += 4                      # timeout_ms: the one-pass path never waits
+        topics = read_length(&r, flexible, 4)
+        # each topic takes at least a byte: a count past the bytes left is malformed
+        if topics < 0 or topics > r.end - r.pos:
+            return None
+        mv = memoryview(payload)
+        topic_data = []
+        for t in range(topics):
+            n = read_length(&r, flexible, 2)
+            if n < 0 or n > MAX_STRING_BYTES or not has(&r, n):
+                return None
+            try:
+                name = PyUnicode_DecodeUTF8(<const char*>(r.p + r.pos), n, NULL)
+            except UnicodeDecodeError:
+                return None
+            r.pos += n
+            partitions = read_length(&r, flexible, 4)
+            if partitions < 0 or partitions > r.end - r.pos:
+                return None
+            partition_data = []
+            for i in range(partitions):
+                if not has(&r, 4):
+                    return None
+                index = read_int(&r, 4)
+                n = read_length(&r, flexible, 4)
+                if n < 0 or not has(&r, n):
+                    return None         # null records, or malformed
+                partition_data.append((index, mv[r.pos:r.pos + n]))
+                r.pos += n
+                if flexible and not no_tags(&r):
+                    return None
+            if flexible and not no_tags(&r):
+                return None
+            topic_data.append((name, partition_data))
+        if flexible and not no_tags(&r):
+            return None
+        if r.pos != r.end:
+            return None
+        return (version, correlation_id, acks, topic_data)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef inline char* put_int(char* at, int64_t v, int size) noexcept:
+    cdef int k
+    for k in range(size):
+        at[k] = <char>(<uint64_t>v >> (8 * (size - 1 - k)))
+    return at + size
+
+
+cdef inline char* put_length(char* at, Py_ssize_t n, bint flexible, int size) noexcept:
+    """A length or count (n >= 0, < 2**31; room reserved): a varint of n + 1 when flexible."""
+    cdef uint64_t v
+    if not flexible:
+        return put_int(at, n, size)
+    v = n + 1
+    while v >= 0x80:
+        at[0] = <char>((v & 0x7F) | 0x80)
+        at += 1
+        v >>= 7
+    at[0] = <char>v
+    return at + 1
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def write_produce_answer(int version, int correlation_id, list topics):
+    """The TCP frame (size prefix, response header, body) answering a
+    Produce request of ``version`` whose every partition was appended:
+    ``topics`` is [(topic name, [(partition index, base offset, log append
+    time, log start offset)])]. A bytearray, as encode_response_wire's."""
+    cdef bint flexible = version >= FIRST_FLEXIBLE
+    cdef Py_ssize_t size = 4 + 4 + 1 + 5 + 4 + 1     # prefix, header, count, throttle, tags
+    cdef Py_ssize_t name_size
+    cdef list parts
+    cdef tuple topic, part
+    cdef const char* name
+    cdef char* at
+    cdef char* start
+    if not FIRST_VERSION <= version <= LAST_VERSION:
+        raise ValueError(f"Produce v{version} is not one write_produce_answer writes")
+    for topic in topics:
+        if PyTuple_GET_SIZE(topic) != 2:
+            raise ValueError("a topic is (name, partitions)")
+        PyUnicode_AsUTF8AndSize(topic[0], &name_size)
+        if name_size > MAX_STRING_BYTES:
+            raise ValueError("a topic name over 32767 bytes")
+        size += 5 + name_size + 5 + 1 + PARTITION_BYTES * PyList_GET_SIZE(<list>topic[1])
+    out = PyByteArray_FromStringAndSize(NULL, size)
+    start = PyByteArray_AS_STRING(out)
+    at = put_int(start + 4, correlation_id, 4)
+    if flexible:
+        at[0] = 0                       # response header v1's tags
+        at += 1
+    at = put_length(at, len(topics), flexible, 4)
+    for topic in topics:
+        name = PyUnicode_AsUTF8AndSize(topic[0], &name_size)
+        at = put_length(at, name_size, flexible, 2)
+        memcpy(at, name, name_size)
+        at += name_size
+        parts = <list>topic[1]
+        at = put_length(at, PyList_GET_SIZE(parts), flexible, 4)
+        for part in parts:
+            if PyTuple_GET_SIZE(part) != 4:
+                raise ValueError("a partition is (index, base offset, append time, log start)")
+            at = put_int(at, <int>part[0], 4)
+            at = put_int(at, 0, 2)                      # error_code
+            at = put_int(at, <int64_t>part[1], 8)
+            at = put_int(at, <int64_t>part[2], 8)
+            if version >= 5:
+                at = put_int(at, <int64_t>part[3], 8)
+            if version >= 8:
+                at = put_length(at, 0, flexible, 4)     # record_errors: none
+                at = put_length(at, -1, flexible, 2)    # error_message: null
+            if flexible:
+                at[0] = 0
+                at += 1
+        if flexible:
+            at[0] = 0
+            at += 1
+    at = put_int(at, 0, 4)                              # throttle_time_ms
+    if flexible:
+        at[0] = 0
+        at += 1
+    put_int(start, (at - start) - 4, 4)
+    del out[at - start:]
+    return out
