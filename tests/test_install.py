@@ -40,6 +40,7 @@ def path_without_java(tmp_path):
     return str(shims)
 
 
+@pytest.mark.processes
 def test_spark_tests_skip_without_java(path_without_java):
     env = child_env(PATH=path_without_java)
     env.pop("JAVA_HOME", None)
@@ -52,6 +53,7 @@ def test_spark_tests_skip_without_java(path_without_java):
     assert "need a Java runtime" in r.stdout and "tools/install-system-deps" in r.stdout
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("script, prefix", [("spark/windowed_counts.py", "windowed_counts.py: "),
                                             ("benchmarks/bench_spark.py", "bench_spark: ")])
 def test_spark_scripts_without_pyspark_name_the_extra_in_one_line(script, prefix):
@@ -70,6 +72,7 @@ def test_spark_scripts_without_pyspark_name_the_extra_in_one_line(script, prefix
     assert "kafkalite[spark]" in line
 
 
+@pytest.mark.processes
 def test_importing_the_spark_connector_without_pyspark_names_the_extra():
     r = subprocess.run([sys.executable, "-c", WITHOUT_PYSPARK + "import kafkalite_spark"],
                        cwd=REPO, env=child_env(PYTHONPATH=os.pathsep.join(
@@ -97,6 +100,7 @@ def test_the_test_extra_holds_what_setup_py_imports():
     assert not missing, f"the build's requirements missing from the test extra: {missing}"
 
 
+@pytest.mark.processes
 def test_an_install_takes_unchanged_extensions_from_the_build_cache(tmp_path):
     """pip builds every install in a new temporary directory, so each
     `pip install -e '.[extra]'` compiled all the extensions again (issue
