@@ -1,0 +1,42 @@
+"""The README's test command runs every test, and CI runs the README's
+test command (issue 73): the benchmarks' smoke runs are left out of
+``python -m pytest`` (pyproject's addopts) and run by a step of their own,
+each step timed apart in CI's log (.ci/run)."""
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _readme_steps() -> list[str]:
+    """The README's test command, one step per ``&&``, the system
+    packages' step aside (.ci/run runs it apart, as root)."""
+    line = next(line for line in (REPO / "README.md").read_text().splitlines()
+                if "pip install -e '.[test]'" in line and not line.startswith("#"))
+    return [s.strip() for s in line.split("&&") if s.strip() != "tools/install-system-deps"]
+
+
+def _ci_steps() -> list[str]:
+    """.ci/run's commands after its ``README test command`` comment, with
+    ``time`` and python3 read as the README's python."""
+    text = (REPO / ".ci" / "run").read_text().split("# README test command", 1)[1]
+    lines = [line for line in text.splitlines()[1:] if line.strip() and not line.startswith("#")]
+    steps = [s.strip() for line in lines for s in line.split("&&")]
+    return [re.sub(r"^time ", "", s).replace("python3", "python") for s in steps]
+
+
+def test_ci_runs_the_readmes_test_command():
+    assert _ci_steps() == [s.replace("pip install", "python -m pip install") for s in
+                           _readme_steps()], (_ci_steps(), _readme_steps())
+
+
+def test_the_test_command_runs_every_marker_the_default_run_leaves_out():
+    addopts = shlex.split(tomllib.loads((REPO / "pyproject.toml").read_text())
+                          ["tool"]["pytest"]["ini_options"]["addopts"])
+    left_out = addopts[addopts.index("-m") + 1] if "-m" in addopts else ""
+    assert left_out == "not bench_smoke", "the benchmark smokes are a step of their own"
+    runs = [shlex.split(s) for s in _readme_steps() if s.startswith("python -m pytest")]
+    assert ["python", "-m", "pytest"] in runs
+    assert ["python", "-m", "pytest", "-m", "bench_smoke"] in runs
