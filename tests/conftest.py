@@ -57,14 +57,17 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCAC
 
 @pytest.hookimpl(tryfirst=True)     # before xdist's, which starts the workers
 def pytest_cmdline_main(config):
-    """``-m unit`` runs in this process unless ``-n`` is given: each xdist
-    worker collects the whole suite, and the tier is CPU-bound, so on 2
-    cores six workers cost more CPU than they save wall time (measured:
-    docs/development.md, "Tests")."""
+    """``-m unit`` runs in two processes (one with one core) unless ``-n``
+    is given: the tier is CPU-bound and each xdist worker collects the
+    whole suite (about 26 CPU-s), so six workers cost more CPU than they
+    save, and one process leaves a core idle (measured: docs/development.md,
+    "Tests")."""
+    if hasattr(config, "workerinput"):
+        return          # an xdist worker: it runs its share and starts no workers of its own
     args = config.invocation_params.args
     if config.option.markexpr == "unit" and not any(
             a.startswith(("-n", "--numprocesses")) for a in args):
-        config.option.numprocesses, config.option.dist = 0, "no"
+        config.option.numprocesses = 2 if (os.cpu_count() or 1) >= 2 else 0
 
 
 def pytest_unconfigure(config):

@@ -2,6 +2,7 @@
 test command (issue 73): the benchmarks' smoke runs are left out of
 ``python -m pytest`` (pyproject's addopts) and run by a step of their own,
 each step timed apart in CI's log (.ci/run)."""
+import os
 import re
 import shlex
 import tomllib
@@ -40,3 +41,30 @@ def test_the_test_command_runs_every_marker_the_default_run_leaves_out():
     runs = [shlex.split(s) for s in _readme_steps() if s.startswith("python -m pytest")]
     assert ["python", "-m", "pytest"] in runs
     assert ["python", "-m", "pytest", "-m", "bench_smoke"] in runs
+
+
+def _config(args, **extra):
+    """What conftest.pytest_cmdline_main reads of pytest's config."""
+    from types import SimpleNamespace
+    return SimpleNamespace(invocation_params=SimpleNamespace(args=args), **extra,
+                           option=SimpleNamespace(markexpr="unit", numprocesses=6))
+
+
+def test_the_unit_tier_picks_its_worker_count_and_its_workers_start_none():
+    """``-m unit`` takes two xdist workers unless ``-n`` is given; a worker,
+    which sees the same arguments, must not take two of its own: the first
+    version of the hook did, and every worker started two more until the
+    machine ran out of processes."""
+    import conftest
+    cores = os.cpu_count() or 1
+    tier = _config(["-m", "unit"])
+    conftest.pytest_cmdline_main(tier)
+    assert tier.option.numprocesses == (2 if cores >= 2 else 0)
+    worker = _config(["-m", "unit"], workerinput={"workerid": "gw0"})
+    worker.option.numprocesses = None           # as xdist's worker sets it
+    conftest.pytest_cmdline_main(worker)
+    assert worker.option.numprocesses is None
+    for given in (["-m", "unit", "-n", "0"], ["-m", "unit", "-n6"], ["-m", "unit", "--numprocesses=3"]):
+        told = _config(given)
+        conftest.pytest_cmdline_main(told)
+        assert told.option.numprocesses == 6, given
