@@ -50,12 +50,15 @@ def _config(args, **extra):
                            option=SimpleNamespace(markexpr="unit", numprocesses=6))
 
 
-def test_the_unit_tier_picks_its_worker_count_and_its_workers_start_none():
+def test_the_unit_tier_picks_its_worker_count_and_its_workers_start_none(pytestconfig):
     """``-m unit`` takes two xdist workers unless ``-n`` is given; a worker,
     which sees the same arguments, must not take two of its own: the first
     version of the hook did, and every worker started two more until the
     machine ran out of processes."""
-    import conftest
+    # tests/conftest.py as pytest loaded it (``import conftest`` may find another
+    # package's conftest.py, which pytest registered under the same name)
+    conftest = next(p for p in pytestconfig.pluginmanager.get_plugins()
+                    if getattr(p, "__file__", None) == str(REPO / "tests" / "conftest.py"))
     cores = os.cpu_count() or 1
     tier = _config(["-m", "unit"])
     conftest.pytest_cmdline_main(tier)
