@@ -9,12 +9,15 @@ for ``module_server`` (one for the module) and a test that does it alone
 for ``own_server``.
 
 Tiers (markers, see pyproject.toml):
-- ``unit``: the tests that run in this process only: every test of the
-  codec, protocol, storage, _ext and shm packages and of the modules in
-  UNIT_MODULES (client logic, assignors, the Streams test driver, ...) but
-  those marked ``processes`` (crash tests that kill a child writing a
-  log); ``pytest -m unit`` is the edit-test loop. A unit test that starts a process fails
-  (``_no_processes``), so the tier stays cheap.
+- ``unit``: the tests that run in this process only, chosen by rule: every
+  test but those that ask for a server or process fixture
+  (PROCESS_FIXTURES), those marked ``processes`` (a test that starts a
+  process itself) and the benchmark smokes; ``pytest -m unit`` is the
+  edit-test loop, run in one process (``pytest_cmdline_main``). A unit test
+  that starts a process fails (``_no_processes``), so the tier stays cheap.
+- ``bench_smoke``: a benchmark's smoke run (``_bench_smoke``): left out of
+  ``pytest`` by pyproject's addopts, run on its own by ``pytest -m
+  bench_smoke`` (the README's test command and .ci/run run both).
 - ``soak``: long settings of the crash, fault and fuzz loops, run by
   ``tools/soak`` (each loop's length comes from its environment variable;
   the default run takes the short setting).
@@ -52,6 +55,21 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCAC
     sys.dont_write_bytecode, sys.pycache_prefix = False, _PYCACHE    # -n 0: this process too
 
 
+@pytest.hookimpl(tryfirst=True)     # before xdist's, which starts the workers
+def pytest_cmdline_main(config):
+    """``-m unit`` runs in two processes (one with one core) unless ``-n``
+    is given: the tier is CPU-bound and each xdist worker collects the
+    whole suite (about 26 CPU-s), so six workers cost more CPU than they
+    save, and one process leaves a core idle (measured: docs/development.md,
+    "Tests")."""
+    if hasattr(config, "workerinput"):
+        return          # an xdist worker: it runs its share and starts no workers of its own
+    args = config.invocation_params.args
+    if config.option.markexpr == "unit" and not any(
+            a.startswith(("-n", "--numprocesses")) for a in args):
+        config.option.numprocesses = 2 if (os.cpu_count() or 1) >= 2 else 0
+
+
 def pytest_unconfigure(config):
     if _PYCACHE is not None and not hasattr(config, "workerinput"):
         shutil.rmtree(_PYCACHE, ignore_errors=True)
@@ -81,28 +99,33 @@ def pytest_sessionfinish(session):
             except ProcessLookupError:
                 pass
 
-# The unit tier: packages and modules whose tests run in this process only
-# (a test among them that starts processes is marked ``processes``).
-UNIT_PACKAGES = ("_ext", "record", "protocol", "storage", "shm")
-UNIT_MODULES = (
-    "client/test_arrow_columns.py", "client/test_assignors.py", "client/test_buffer_pool.py",
-    "client/test_config.py", "client/test_partitioner.py", "client/test_connection_monitor.py",
-    "connect/test_connect_converters.py", "connect/test_connect_transforms.py",
-    "connect/test_file_access.py",
-    "server/test_authorizer.py", "server/test_consumer_group_assignors.py",
-    "server/test_listeners.py", "server/test_metadata_and_config.py", "server/test_purgatory.py",
-    "server/test_produce_at_once.py",
-    "streams/test_streams_driver.py", "streams/test_streams_errors_driver.py",
-    "streams/test_streams_fk_join_driver.py", "streams/test_streams_global_driver.py",
-    "streams/test_streams_grouped_table_driver.py", "streams/test_streams_joins_driver.py",
-    "streams/test_streams_ordering.py", "streams/test_streams_schema_serdes.py",
-    "streams/test_streams_sessions_driver.py", "streams/test_streams_sliding_driver.py",
-    "streams/test_streams_table_join_driver.py", "streams/test_streams_windows_driver.py",
-    "tools/test_gen_docs.py", "test_local_socket.py", "benchmarks/test_bench_recorder.py",
-    "benchmarks/test_bench_report.py", "benchmarks/test_bench_runner_schedule.py",
-    "benchmarks/test_bench_common.py", "test_layers.py", "test_module_sizes.py", "test_jepsen.py",
-    "test_extras.py",
-)
+# The unit tier, by rule: every test but those that ask for a fixture of
+# PROCESS_FIXTURES (directly or through another fixture), those marked
+# ``processes`` (a test that starts a process itself: the ``_no_processes``
+# guard fails it in the tier, saying so) and the benchmark smokes. The
+# fixtures that start a server or another process, by name, wherever they
+# are defined (this file's, tests/connect/conftest.py's and tests/spark/'s,
+# and modules' own); a module's fixture named here that starts nothing only
+# keeps its tests out of the tier.
+PROCESS_FIXTURES = frozenset({
+    # tests/conftest.py, tests/connect/conftest.py, tests/spark/conftest.py
+    "server", "module_server", "own_server", "pg_server", "postgres", "pglogical", "workers",
+    "connect", "spark",
+    # modules' own servers, clusters and peers
+    "cluster", "cluster_own_pg", "clusters", "distributed", "fixed_server", "idle_server",
+    "kafkajs", "kip848_server", "matrix_server", "nodes", "one_worker_server", "own_pg", "pg",
+    "sasl_server", "secured", "short_lookup_server", "short_sessions", "slow_s3_server",
+    "srv", "stalled", "static_server", "three_nodes", "three_workers", "tiered_server",
+    "two_nodes",
+})
+
+
+def _bench_smoke(item) -> bool:
+    """A benchmark's smoke run (a benchmark script or the harness end to
+    end, in its quick setting): its module is named ``*_smoke.py`` or it is
+    marked ``bench_smoke``. Kept out of the default run (pyproject's
+    addopts), run apart by ``pytest -m bench_smoke``."""
+    return item.path.stem.endswith("_smoke") or item.get_closest_marker("bench_smoke") is not None
 
 
 def _stop(srv: ServerProcess) -> None:
@@ -204,10 +227,10 @@ def pytest_collection_modifyitems(config, items):
             # an earlier one of its module left (a topic, a killed node)
             item.add_marker(pytest.mark.xdist_group(
                 item.path.relative_to(config.rootpath).as_posix()))
-        parts = item.path.relative_to(config.rootpath / "tests").parts
-        if item.get_closest_marker("processes") is not None:
-            continue
-        if (len(parts) > 1 and parts[0] in UNIT_PACKAGES) or "/".join(parts) in UNIT_MODULES:
+        if _bench_smoke(item):
+            item.add_marker(pytest.mark.bench_smoke)
+        elif (item.get_closest_marker("processes") is None
+              and PROCESS_FIXTURES.isdisjoint(item.fixturenames)):
             item.add_marker(pytest.mark.unit)
     # xdist hands the groups out in this order as processes come free: the
     # longest first, in LONGEST_GROUPS' order, so that none of them starts

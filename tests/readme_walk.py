@@ -228,15 +228,46 @@ class _Postgres(postgres.PostgresServer):
                               capture_output=True, text=True, timeout=120)
 
 
+def _kept_paths(env: dict) -> list[str]:
+    """What a walk's own /tmp must not hide, where it lives under /tmp: the
+    interpreter's prefix (a virtualenv there: its python, packages and the
+    ``kafkalite`` console script; a run in one failed every block with
+    ``kafkalite: not found``), this checkout, and the directories of the
+    walk's PATH and PYTHONPATH. The outermost of nested ones."""
+    candidates = [sys.prefix, sys.exec_prefix, str(Path(__file__).resolve().parents[1])]
+    for var in ("PATH", "PYTHONPATH"):
+        candidates += env.get(var, "").split(os.pathsep)
+    under = sorted({os.path.realpath(p) for p in candidates if p and os.path.isdir(p)
+                    and os.path.realpath(p).startswith("/tmp/")})
+    kept: list[str] = []
+    for path in under:          # sorted: a directory before what is under it
+        if not any(path.startswith(k + "/") for k in kept):
+            kept.append(path)
+    return kept
+
+
+# Run as `sh -c KEEP_AND_BIND TMP N PATH... CMD...`: each of the N paths is
+# bound at its own place in TMP, then TMP (with those binds: --rbind) on /tmp
+KEEP_AND_BIND = """t=$0; n=$1; shift
+while [ "$n" -gt 0 ]; do
+    mkdir -p "$t${1#/tmp}" && mount --bind "$1" "$t${1#/tmp}" || exit 1
+    shift; n=$((n - 1))
+done
+mount --rbind "$t" /tmp && exec "$@"
+"""
+
+
 class _Namespace:
     """A network namespace with loopback only; closing it kills what still
     runs inside (servers a block left in the background). ``argv`` runs a
     command there with ``tmp`` mounted on /tmp: snippets write to /tmp
     (Streams' state.dir, Spark, pytest), and two walks, or two test runs,
-    must not meet there."""
+    must not meet there. The ``keep`` paths (``_kept_paths``) are bound back
+    in at their places."""
 
-    def __init__(self, tag: str, tmp: Path):
+    def __init__(self, tag: str, tmp: Path, keep: list[str] = ()):
         self.tmp = tmp
+        self.keep = list(keep)
         tmp.mkdir(parents=True, exist_ok=True)
         self.name = f"kl-walk-{os.getpid()}-{tag}"[:60]
         subprocess.run(["ip", "netns", "add", self.name], check=True, capture_output=True)
@@ -247,9 +278,10 @@ class _Namespace:
         if not own_tmp:
             return ["ip", "netns", "exec", self.name, *cmd]
         # `ip netns exec` gives each command a mount namespace of its own
-        # (a slave of the host's): the bind is its alone
-        return ["ip", "netns", "exec", self.name, "sh", "-c",
-                'mount --bind "$0" /tmp && exec "$@"', str(self.tmp), *cmd]
+        # (a slave of the host's): the binds are its alone, and the host's
+        # cleanup of tmp removes none of what they show
+        return ["ip", "netns", "exec", self.name, "sh", "-c", KEEP_AND_BIND, str(self.tmp),
+                str(len(self.keep)), *self.keep, *cmd]
 
     def close(self) -> None:
         pids = subprocess.run(["ip", "netns", "pids", self.name], capture_output=True,
@@ -313,7 +345,7 @@ class Walker:
         home.mkdir(parents=True, exist_ok=True)
         self._outputs = []
         self._postgres = None
-        ns = _Namespace(walk.id[-20:] + str(self._n), home / "tmp")
+        ns = _Namespace(walk.id[-20:] + str(self._n), home / "tmp", _kept_paths(self.env))
         try:
             failure = self._walk(ns, home, todo, walk, expect or {})
             if not failure:

@@ -24,6 +24,7 @@ def build(config: Path, site: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.processes
 def test_the_site_builds_without_a_warning(tmp_path):
     r = build(ROOT / "mkdocs.yml", tmp_path / "site")
     assert r.returncode == 0, r.stderr
@@ -73,6 +74,7 @@ def small_site(root: Path, files: dict, nav: list) -> Path:
     return root / "mkdocs.yml"
 
 
+@pytest.mark.processes
 def test_the_small_site_builds(tmp_path):
     r = build(small_site(tmp_path, CLEAN, NAV), tmp_path / "site")
     assert r.returncode == 0, r.stderr
@@ -100,6 +102,7 @@ PLANTED = {   # fault -> (files changed, nav, the build's warning)
 }
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("fault", PLANTED)
 def test_the_strict_build_fails_on_a_planted_fault(tmp_path, fault):
     files, nav, warning = PLANTED[fault]

@@ -28,7 +28,7 @@ import postgres
 import readme_walk
 from harness import child_env
 
-pytestmark = [pytest.mark.xdist_group("readme_walk"),
+pytestmark = [pytest.mark.xdist_group("readme_walk"), pytest.mark.processes,
               pytest.mark.skipif(readme_walk.unusable() is not None,
                                  reason=str(readme_walk.unusable()))]
 
@@ -343,6 +343,33 @@ def test_the_walk_verifies_the_data_of_each_server_it_stops(walk_root):
     healthy = readme_walk.walks(DAMAGED.replace(FLIP, "true  # no damage").replace(
         "## Damaged data", "## Healthy data"))
     assert readme_walk.Walker(walk_root, healthy).walk(healthy[0]) == []
+
+
+def test_a_walk_sees_the_commands_of_a_virtualenv_under_tmp(walk_root):
+    """A walk binds a /tmp of its own over /tmp: run from a virtualenv
+    under /tmp, every block failed with ``kafkalite: not found`` (issue 73).
+    What the interpreter, PATH and PYTHONPATH need under /tmp is bound back
+    in; here a command on PATH in a directory under /tmp, as a virtualenv's
+    console scripts are."""
+    bindir = Path(tempfile.mkdtemp(prefix="kafkalite-walk-venv-", dir="/tmp")) / "bin"
+    try:
+        bindir.mkdir()
+        (bindir / "kl-walk-hello").write_text("#!/bin/sh\necho hello from a venv\n")
+        (bindir / "kl-walk-hello").chmod(0o755)
+        env = child_env(PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
+        planted = readme_walk.walks("# t\n\n## s\n<!-- walk: no server: planted -->\n"
+                                    "```sh\nkl-walk-hello\necho private > /tmp/kl-walk-file\n"
+                                    "```\n", "planted.md")
+        failures = readme_walk.Walker(walk_root, planted, env=env).walk(
+            planted[0], {"kl-walk-hello": ["^hello from a venv$"]})
+        assert not failures, failures
+        # the walk's /tmp is still its own, and removing the walk's
+        # directories removes nothing of what was bound into them
+        assert not Path("/tmp/kl-walk-file").exists()
+        shutil.rmtree(walk_root)
+        assert (bindir / "kl-walk-hello").exists()
+    finally:
+        shutil.rmtree(bindir.parent, ignore_errors=True)
 
 
 def test_the_streams_walk_fails_when_its_threads_die(walk_root):

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from kafkalite.bench.cpu import CpuWindow, summary
 from kafkalite.bench.measure import process_table, tree_seconds
 
@@ -20,6 +22,7 @@ time.sleep(30)
 """
 
 
+@pytest.mark.processes
 def test_a_tree_counts_its_childrens_cpu_and_a_window_divides_it_by_messages():
     parent = subprocess.Popen([sys.executable, "-c", SPINNER])
     try:

@@ -5,6 +5,8 @@ never an error."""
 import gc
 import mmap
 
+import pytest
+
 from kafkalite.bench import measure
 
 PAGE = mmap.PAGESIZE
@@ -40,6 +42,7 @@ def test_missing_files_leave_fields_out():
     assert measure.machine_summary(change) == "machine state not readable here"
 
 
+@pytest.mark.processes
 def test_warm_memory_writes_the_size_in_a_child_and_says_so():
     warmed = measure.warm_memory(32 << 20)
     assert warmed["ok"] and warmed["bytes"] == 32 << 20 and warmed["seconds"] > 0

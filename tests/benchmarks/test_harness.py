@@ -55,6 +55,7 @@ def tiny_run(tmp_path_factory):
 
 # the two tests of the one run on one xdist worker: each worker that gets
 # one would run the whole thing for itself
+@pytest.mark.bench_smoke
 @pytest.mark.xdist_group("bench-harness-tiny-run")
 def test_every_available_driver_runs_the_workload(tiny_run):
     proc, out, _ = tiny_run
@@ -103,6 +104,7 @@ def test_every_available_driver_runs_the_workload(tiny_run):
             assert cpu["requests"] is not None, (name, cpu)
 
 
+@pytest.mark.bench_smoke
 @pytest.mark.xdist_group("bench-harness-tiny-run")
 def test_report_files(tiny_run):
     proc, out, work = tiny_run

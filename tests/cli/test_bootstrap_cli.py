@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from harness import child_env, create
 
 from kafkalite.bench.drivers.base import free_port
@@ -26,6 +28,7 @@ def test_topics_list_on_the_kafka_port(server, topic_name):
     assert server.output().count("request size") == before
 
 
+@pytest.mark.processes
 def test_a_server_that_is_down_is_one_line_at_once():
     address = f"127.0.0.1:{free_port()}"
     # the interpreter's start and imports, measured in the same conditions

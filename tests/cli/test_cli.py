@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from harness import child_env, run_cli
 
 
@@ -66,6 +68,7 @@ def test_errors_are_one_readable_line(server, topic_name):
     assert "is the server running" in _one_line_error(cli("produce", "t", *down, stdin=b"x\n"))
 
 
+@pytest.mark.processes
 def test_server_flags_are_checked():
     out = cli_process("server", "--workers", "-1", "--data-dir", "/tmp/never-used-kafkalite")
     assert "workers" in _one_line_error(out)
@@ -100,6 +103,7 @@ def _imported(*args) -> set[str]:
     return set(json.loads(run.stderr.strip().splitlines()[-1]))
 
 
+@pytest.mark.processes
 def test_a_command_imports_its_own_module_and_nothing_heavy():
     # `kafkalite topics ...` builds the topics parser alone (its start-up:
     # scripts call it in loops); the code before built every command's,
@@ -110,6 +114,7 @@ def test_a_command_imports_its_own_module_and_nothing_heavy():
     assert _imported("--help") == set(OTHER_COMMANDS + STORAGE)
 
 
+@pytest.mark.processes
 def test_python_m_kafkalite_cli_is_the_command_line():
     """``python -m kafkalite.cli`` failed with "No module named
     kafkalite.cli.__main__" (issue 74, item 6)."""

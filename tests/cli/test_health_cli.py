@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from harness import ServerProcess, child_env
 
 
@@ -17,6 +19,7 @@ def health_cli(*args, cwd=None) -> subprocess.CompletedProcess:
                           env=child_env(), capture_output=True, text=True, timeout=30)
 
 
+@pytest.mark.processes
 def test_health_exits_1_while_a_worker_is_down_and_0_once_it_is_back(tmp_path):
     # A stopped worker (SIGSTOP) is fenced after the session timeout and
     # stays down until it is continued: the down state holds while the CLI
@@ -58,6 +61,7 @@ def test_health_exits_1_while_a_worker_is_down_and_0_once_it_is_back(tmp_path):
         srv.stop()
 
 
+@pytest.mark.processes
 def test_health_of_a_server_that_is_not_there_exits_1_at_once(tmp_path):
     with socket.socket() as s:          # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -69,6 +73,7 @@ def test_health_of_a_server_that_is_not_there_exits_1_at_once(tmp_path):
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.processes
 def test_wait_asks_again_until_a_starting_server_is_healthy(tmp_path):
     """``--wait`` is what a script that starts a server needs (the README's
     snippets looped on `until kafkalite health`): unreachable at first, it

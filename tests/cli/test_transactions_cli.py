@@ -5,6 +5,8 @@ import os
 import shutil
 import time
 
+import pytest
+
 from test_cli import _one_line_error, cli
 
 from harness import ServerProcess, wait_until
@@ -57,6 +59,7 @@ def test_list_and_describe_a_transactional_producer(server, topic_name):
     assert bad.returncode == 1 and "Sideways" in _one_line_error(bad)
 
 
+@pytest.mark.processes
 def test_find_and_abort_a_hanging_transaction(tmp_path):
     """A transaction its coordinator has forgotten (its __transaction_state
     lost with the disk it was on) hangs: it holds the LSO and nothing will

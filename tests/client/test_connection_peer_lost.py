@@ -84,6 +84,7 @@ def ctx():
     c.destroy(linger=0)
 
 
+@pytest.mark.processes
 def test_a_request_to_a_peer_killed_while_it_waits_ends_within_the_grace(peers, ctx):
     endpoint = free_endpoint()
     peer = peers(endpoint)
@@ -114,6 +115,7 @@ def test_a_request_to_an_endpoint_nothing_listens_on_ends_after_the_grace(ctx):
         conn.close()
 
 
+@pytest.mark.processes
 def test_the_link_is_usable_again_once_its_peer_is_back(peers, ctx):
     endpoint = free_endpoint()
     peer = peers(endpoint)
@@ -130,6 +132,7 @@ def test_the_link_is_usable_again_once_its_peer_is_back(peers, ctx):
         conn.close()
 
 
+@pytest.mark.processes
 def test_a_slow_live_peer_is_waited_for(peers, ctx):
     """No early end while the connection stands: a slow answer comes, and a
     missing one ends at the request's own timeout."""
@@ -147,6 +150,7 @@ def test_a_slow_live_peer_is_waited_for(peers, ctx):
         conn.close()
 
 
+@pytest.mark.processes
 def test_a_context_destroyed_with_links_still_open_does_not_hang(peers):
     """Links to a live peer, then to one just killed (their sockets retry,
     and a monitor would get an event per retry), dropped with the context."""
@@ -165,6 +169,7 @@ def test_a_context_destroyed_with_links_still_open_does_not_hang(peers):
         assert done.wait(10), "Context.destroy hung on a link's socket monitor"
 
 
+@pytest.mark.processes
 def test_a_client_whose_context_cannot_end_still_closes(peers, monkeypatch, caplog):
     """A socket left open on a client's context (planted here: a leak)
     made close() wait in term() for ever; it now returns, naming it."""

@@ -471,6 +471,7 @@ def test_a_regex_subscription_is_matched_by_the_coordinator(kip848_server, topic
         c.close()
 
 
+@pytest.mark.processes
 def test_after_a_server_restart_the_member_carries_on_with_its_partitions(tmp_path,
                                                                           topic_name):
     """The coordinator writes KIP-848 groups to __consumer_offsets

@@ -288,6 +288,7 @@ def test_bad_group_input_gets_clear_errors(server, topic_name, group_name):
         Consumer(server.config(**{"group.id": "x", "partition.assignment.strategy": "nope"}))
 
 
+@pytest.mark.processes
 def test_group_state_and_offsets_survive_a_server_restart(tmp_path, topic_name):
     srv = ServerProcess(str(tmp_path / "data")).start()
     port = srv.bootstrap.rsplit(":", 1)[1]

@@ -191,6 +191,7 @@ def test_a_zombie_is_fenced_and_nothing_it_sends_after_becomes_visible(server, t
     assert values(read(server, topic_name, 1, expect=1)) == [b"fresh"]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("transport", ["zmq", "shm"])
 def test_idempotent_retries_through_worker_kills_keep_order_and_write_once(tmp_path, transport):
     """Finding 9 of the hardening issue: without idempotence, retries with 5
@@ -249,6 +250,7 @@ def test_idempotent_retries_through_worker_kills_keep_order_and_write_once(tmp_p
         srv.stop()
 
 
+@pytest.mark.processes
 def test_a_commit_prepared_before_the_coordinator_dies_completes_after_restart(tmp_path):
     srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
     worker = None

@@ -690,6 +690,7 @@ def test_links_to_workers_on_this_host_go_over_their_unix_sockets(server, topic_
         {socket.AF_INET}, {socket.AF_INET})
 
 
+@pytest.mark.processes
 def test_a_server_without_unix_sockets_is_reached_over_tcp(tmp_path, topic_name):
     """``local_sockets = false``: the workers bind none and say so, and the
     clients use TCP."""

@@ -763,6 +763,7 @@ def test_denials_and_failed_logins_are_counted(srv, clean):
     assert "is Denied Operation = Describe" in srv.output()
 
 
+@pytest.mark.processes
 def test_acls_survive_a_restart_and_allow_everyone_if_no_acl_found(tmp_path):
     s = start(tmp_path, allow_everyone=True)
     try:
@@ -856,6 +857,7 @@ def test_describe_apis_over_the_wire(srv, clean):
 FUZZ_FRAMES = setting("KAFKALITE_ACL_FUZZ_FRAMES")
 
 
+@pytest.mark.processes
 def test_hostile_requests_with_the_authorizer_on(tmp_path):
     """Valid and mutated requests of every API the fuzz corpus has, plus the
     ACL APIs, from an unauthenticated client with the authorizer on: each is
@@ -1034,6 +1036,7 @@ def test_a_workers_listener_relays_the_principal(srv, clean):
         w.close()
 
 
+@pytest.mark.processes
 def test_acls_of_a_cluster_are_kept_in_postgresql(tmp_path):
     """With --cluster the ACLs are in the cluster's PostgreSQL: a node started
     on a fresh data directory (as a new controller after a failover would

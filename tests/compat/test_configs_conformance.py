@@ -479,6 +479,7 @@ def test_dynamic_configs_survive_a_restart_and_delete_back_to_the_static_value(s
     assert produce_error(srv, topic, led[0], 4000) is None
 
 
+@pytest.mark.processes
 def test_a_postgresql_cluster_keeps_its_dynamic_broker_configs(tmp_path):
     import psycopg
     from postgres import PostgresServer, find_binaries

@@ -210,6 +210,7 @@ def _params():
     return out
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("row", _params())
 def test_kafka_error_semantics(row, request, wires):
     world = request.getfixturevalue("secured" if row.user else "plain")

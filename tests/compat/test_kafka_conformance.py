@@ -86,6 +86,7 @@ def first_join_seconds(server, group: str) -> float:
         wire.close()
 
 
+@pytest.mark.processes
 def test_a_new_group_waits_kafkas_initial_rebalance_delay_by_default(tmp_path, group_name):
     """group.initial.rebalance.delay.ms is Kafka's 3000 unless configured;
     test servers (the launcher, kafkalite.testing) set 0, as Kafka's own

@@ -185,6 +185,7 @@ def test_a_rebalancing_classic_group_is_not_upgraded(server, wire, topic_name):
     assert group_type(wire, group) == "classic"
 
 
+@pytest.mark.processes
 def test_migration_policy_disabled_keeps_each_group_on_its_protocol(tmp_path, topic_name):
     conf = tmp_path / "server.toml"
     conf.write_text('group_consumer_migration_policy = "disabled"\n')
@@ -205,6 +206,7 @@ def test_migration_policy_disabled_keeps_each_group_on_its_protocol(tmp_path, to
         srv.kill()
 
 
+@pytest.mark.processes
 def test_a_bad_migration_policy_is_refused(tmp_path):
     conf = tmp_path / "server.toml"
     conf.write_text('group_consumer_migration_policy = "sideways"\n')

@@ -110,6 +110,7 @@ def test_the_scram_listener_allows_only_its_own_mechanism(server):
     round_trip(scram(server, "SCRAM-SHA-512"), "scram-topic")
 
 
+@pytest.mark.processes
 def test_a_bad_override_is_one_line_and_exit_1(tmp_path):
     config = tmp_path / "server.toml"
     config.write_text('listeners = "A://127.0.0.1:0"\n'

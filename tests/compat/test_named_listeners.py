@@ -152,6 +152,7 @@ def test_a_plaintext_client_on_the_external_listener_is_not_served(server):
     assert err.code() in (ck.KafkaError._TRANSPORT, ck.KafkaError._ALL_BROKERS_DOWN), err
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("args, message", [
     (["--listeners", "SECRET://127.0.0.1:0"], "listener SECRET has no security protocol"),
     (["--listeners", "PLAINTEXT:9092"], "is not NAME://host:port"),

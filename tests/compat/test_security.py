@@ -217,6 +217,7 @@ def kcat(srv, protocol, mechanism, certs, *args, input=None, password=PASSWORD):
                           capture_output=True, text=True, timeout=25)
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(KCAT is None, reason="kcat is not installed (tools/install-system-deps)")
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("protocol,mechanism", [("SSL", None), ("SASL_SSL", "SCRAM-SHA-256"),
@@ -323,6 +324,7 @@ def test_users_file_keeps_no_password_and_users_can_be_listed_and_deleted(server
     assert err.code() == ck.KafkaError._AUTHENTICATION
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(30)
 def test_expired_server_certificate_is_refused_by_clients(tmp_path, certs, topic_name):
     import kafka
@@ -412,6 +414,7 @@ def test_plaintext_listener_is_unchanged_by_default(server, topic_name):
     assert server.refresh()["kafka.security.protocol"] == "PLAINTEXT"
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(30)
 def test_mutual_tls_requires_a_client_certificate_from_the_ca(tmp_path, certs, topic_name):
     srv = _start(tmp_path, "SSL", certs, extra=["--ssl-client-auth", "required",
@@ -431,6 +434,7 @@ def test_mutual_tls_requires_a_client_certificate_from_the_ca(tmp_path, certs, t
         srv.kill()
 
 
+@pytest.mark.processes
 def test_server_refuses_to_start_with_tls_and_no_certificate(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kafkalite", "server", "--data-dir",
                         str(tmp_path / "data"), "--kafka-security-protocol", "SASL_SSL"],

@@ -174,6 +174,7 @@ def redelivered_after_lock(srv, group, topic, produced, held, acquired_at, other
     assert min(redelivered[k][1] for k in held) >= acquired_at + lock_s - 0.3
 
 
+@pytest.mark.processes
 def test_confluent_share_consumers_accept_every_record_exactly_once(shared, ck_python, topic_name,
                                                                     group_name):
     srv = shared
@@ -193,6 +194,7 @@ def test_confluent_share_consumers_accept_every_record_exactly_once(shared, ck_p
                interval=0.3)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("fault", ["duplicate", "skip"])
 def test_checker_catches_a_broker_that_breaks_exactly_once(tmp_path, stopping, ck_python, fault):
     srv = share_server(tmp_path, env={"KAFKALITE_SHARE_FAULT": fault})
@@ -208,6 +210,7 @@ def test_checker_catches_a_broker_that_breaks_exactly_once(tmp_path, stopping, c
         assert lost and not duplicated
 
 
+@pytest.mark.processes
 def test_released_records_are_redelivered_and_rejected_ones_dead_lettered(
         shared, ck_python, topic_name, group_name):
     srv = shared
@@ -263,6 +266,7 @@ def test_released_records_are_redelivered_and_rejected_ones_dead_lettered(
     assert sources == [(p, o) for p in (0, 1) for o in range(25)]
 
 
+@pytest.mark.processes
 def test_records_of_a_killed_member_are_redelivered_after_the_lock_duration(
         tmp_path, stopping, ck_python):
     srv = share_server(tmp_path, group_share_record_lock_duration_ms=2000,
@@ -284,6 +288,7 @@ def test_records_of_a_killed_member_are_redelivered_after_the_lock_duration(
                interval=0.5)
 
 
+@pytest.mark.processes
 def test_a_group_mixing_native_and_confluent_share_consumers(shared, ck_python, topic_name,
                                                              group_name):
     srv = shared
@@ -317,6 +322,7 @@ def test_a_group_mixing_native_and_confluent_share_consumers(shared, ck_python, 
     assert not any(m.errors() for m in confluent)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("fault", [None, "amnesia"])
 def test_confluent_members_resume_after_a_killed_server(tmp_path, stopping, ck_python, fault):
     """kill -9 of every server process mid-stream: the share coordinator's

@@ -13,6 +13,8 @@ import os
 import sys
 import time
 
+import pytest
+
 from compat_helpers import KafkaWire
 
 from harness import create
@@ -25,6 +27,7 @@ from kafkalite.protocol import ApiKey  # noqa: E402
 LOCK_MS = 7000
 
 
+@pytest.mark.processes
 def test_share_requests_v1(tmp_path, stopping):
     srv = share_server(tmp_path, group_share_record_lock_duration_ms=LOCK_MS)
     stopping(srv)

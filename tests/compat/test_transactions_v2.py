@@ -261,6 +261,7 @@ def test_a_v2_producers_first_write_to_a_partition_must_start_at_sequence_0(serv
     assert leaders.produce(topic_name, 1, bytes(b.build()), None) == 0
 
 
+@pytest.mark.processes
 def test_the_next_transactions_first_write_waits_for_the_last_markers(tmp_path):
     """Transaction n ended (EndTxn answered) but its marker in partition 0
     cannot be written yet (that worker is stopped): the first write of
@@ -317,6 +318,7 @@ def test_the_next_transactions_first_write_waits_for_the_last_markers(tmp_path):
         srv.stop()
 
 
+@pytest.mark.processes
 def test_when_epochs_run_out_a_v2_producer_moves_to_a_new_producer_id(tmp_path):
     """A transactional id whose epoch is one short of the last usable one
     (32766; stored as the coordinator would have after 32,765 transactions):
@@ -390,6 +392,7 @@ def test_when_epochs_run_out_a_v2_producer_moves_to_a_new_producer_id(tmp_path):
         srv.stop()
 
 
+@pytest.mark.processes
 def test_a_v2_endtxn_retried_across_a_coordinator_restart_gets_the_same_answer(tmp_path):
     """The producer's EndTxn was answered, the answer lost, the server
     restarted: the retry, with the epoch it was first sent with, is told

@@ -11,6 +11,7 @@ from harness import child_env
 from postgres import find_binaries
 
 pytest.importorskip("pyiceberg")
+pytestmark = pytest.mark.bench_smoke
 SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks",
                       "bench_connect_iceberg.py")
 

@@ -312,6 +312,7 @@ def test_the_ready_line_and_server_json_name_the_registry(module_server, url):
     assert url.startswith("http://127.0.0.1:")
 
 
+@pytest.mark.processes
 def test_schema_registry_port_minus_one_turns_it_off(tmp_path):
     from harness import ServerProcess
     from kafkalite.errors import InvalidConfigurationError

@@ -66,6 +66,7 @@ def test_an_instance_in_use_lives_on(server):
     assert call(f"{url}/consumers/g-busy/instances/busy", "DELETE")[0] == 204
 
 
+@pytest.mark.processes
 def test_a_server_stops_at_once_with_an_instance_open(tmp_path):
     srv = ServerProcess(str(tmp_path / "data")).start()
     try:

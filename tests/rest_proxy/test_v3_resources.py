@@ -119,6 +119,7 @@ def test_the_ready_line_and_server_json_name_the_proxy(module_server, proxy):
     assert url.startswith("http://127.0.0.1:")
 
 
+@pytest.mark.processes
 def test_rest_proxy_port_minus_one_turns_it_off(tmp_path):
     from harness import ServerProcess
     from kafkalite.errors import InvalidConfigurationError

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import stat
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
@@ -31,6 +32,7 @@ def modes(root: str) -> dict[str, int]:
     return out
 
 
+@pytest.mark.processes
 def test_a_secured_server_keeps_its_files_from_other_users(tmp_path, topic_name):
     data = tmp_path / "data"
     data.mkdir(mode=0o755)
@@ -64,6 +66,7 @@ def test_a_secured_server_keeps_its_files_from_other_users(tmp_path, topic_name)
     assert found[str(data / "acls.json")] == 0o600
 
 
+@pytest.mark.processes
 def test_a_server_without_security_keeps_the_usual_modes(tmp_path, topic_name):
     """Nothing changes for a server without security: its files stay
     readable as before (tools of other users read its logs)."""

@@ -234,6 +234,7 @@ def test_a_user_who_took_the_ingest_doors_name_first_gets_no_records(server, int
     assert not beside["bound"] and "Permission denied" in beside["error"], beside
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("whose", ["nobodys", "open to all"])
 def test_the_server_does_not_start_with_a_door_directory_another_user_could_fill(
         tmp_path, whose):

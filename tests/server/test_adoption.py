@@ -16,6 +16,7 @@ import threading
 import time
 
 import confluent_kafka as ck
+import pytest
 
 from harness import ServerProcess, create, pid_alive, read_all, wait_until
 from kafkalite.client import AdminClient, NewTopic
@@ -59,6 +60,7 @@ class Writer(threading.Thread):
         return sum(1 for when, *_ in self.acked if when > moment)
 
 
+@pytest.mark.processes
 def test_a_killed_supervisors_workers_serve_on_and_the_next_one_adopts_them(tmp_path):
     """Two replicas of each partition, both in sync for an acknowledgement:
     a follower must go on fetching from its leader through the adoption
@@ -113,6 +115,7 @@ def test_a_killed_supervisors_workers_serve_on_and_the_next_one_adopts_them(tmp_
         srv.kill()
 
 
+@pytest.mark.processes
 def test_a_worker_running_another_configuration_is_replaced(tmp_path):
     """A worker adopts only the configuration it was started with: one
     restarted with another setting gets new workers."""
@@ -144,6 +147,7 @@ def _read_frame(sock: socket.socket) -> bytes:
     return buf[4:]
 
 
+@pytest.mark.processes
 def test_a_request_relayed_to_a_supervisor_that_dies_is_answered_by_the_next(tmp_path):
     """A request a worker relayed to its supervisor (here Metadata) and the
     supervisor died before answering is sent again to the next supervisor,
@@ -180,6 +184,7 @@ def test_a_request_relayed_to_a_supervisor_that_dies_is_answered_by_the_next(tmp
         srv.kill()
 
 
+@pytest.mark.processes
 def test_a_transactional_produce_verified_while_no_supervisor_runs_waits_for_the_next(tmp_path):
     """A transactional Produce needs the transaction coordinator, in the
     supervisor, to verify (KIP-890; Produce v12 adds the partition). One

@@ -21,6 +21,7 @@ import struct
 import threading
 import time
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness import ServerProcess, stop_server
@@ -85,6 +86,7 @@ class BootstrapProbe(threading.Thread):
         return [p for p in self.probes if p[0] <= until and p[0] + p[1] >= since]
 
 
+@pytest.mark.processes
 def test_the_bootstrap_port_answers_throughout_worker_kills(tmp_path):
     srv = ServerProcess(str(tmp_path / "data"), workers=3,
                         extra_args=["--no-auto-leader-rebalance"]).start()

@@ -378,6 +378,7 @@ def test_auto_create_on_produce(server, topic_name):
 
 # ---- process lifecycle (each test runs its own server) ------------------------------------------
 
+@pytest.mark.processes
 def test_kill_9_a_worker_during_production_loses_no_acknowledged_record(tmp_path):
     srv = ServerProcess(str(tmp_path / "data")).start()
     try:
@@ -431,6 +432,7 @@ def _leader_epochs(srv, topic):
     return {p["partition_index"]: p["leader_epoch"] for t in resp["topics"] for p in t["partitions"]}
 
 
+@pytest.mark.processes
 def test_restart_keeps_topics_and_records_and_shuts_down_cleanly(tmp_path):
     data = str(tmp_path / "data")
     srv = ServerProcess(data).start()
@@ -462,6 +464,7 @@ def test_restart_keeps_topics_and_records_and_shuts_down_cleanly(tmp_path):
         srv2.kill()
 
 
+@pytest.mark.processes
 def test_workers_no_supervisor_adopts_exit_after_the_orphan_timeout(tmp_path):
     """A killed supervisor's workers wait worker_orphan_timeout_ms for the
     next one (tests/server/test_adoption.py), then exit: none is left
@@ -480,6 +483,7 @@ def test_workers_no_supervisor_adopts_exit_after_the_orphan_timeout(tmp_path):
     assert time.monotonic() - killed > 1.2
 
 
+@pytest.mark.processes
 def test_a_killed_supervisors_workers_serve_on_past_any_fixed_window(tmp_path, topic_name):
     """Adoption depended on a 15 s window (worker_orphan_timeout_ms): a next
     supervisor that took longer to start, on a loaded machine, found its
@@ -568,6 +572,7 @@ def test_a_lone_group_member_takes_every_partition_of_matching_topics(server, to
     c.close()
 
 
+@pytest.mark.processes
 def test_kill_9_a_worker_while_producing_over_shared_memory(tmp_path):
     srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
     try:
@@ -631,6 +636,7 @@ def test_poll_then_consume_batch_continues_where_poll_stopped(server, topic_name
     c.close()
 
 
+@pytest.mark.processes
 def test_a_consumer_carries_on_when_its_worker_is_killed(tmp_path):
     srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
     try:
@@ -661,6 +667,7 @@ def test_a_consumer_carries_on_when_its_worker_is_killed(tmp_path):
         srv.kill()
 
 
+@pytest.mark.processes
 def test_a_consumer_polling_while_its_worker_restarts_fetches_again(tmp_path):
     # polled during the restart, the consumer learns "no leader" (-1) for
     # the partition; it must ask again rather than never fetch it. (The

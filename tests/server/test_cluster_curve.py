@@ -402,6 +402,7 @@ def test_the_cluster_channels_handshake_with_the_server_key_only(keys, two_nodes
     expect_handshakes(endpoints["relay"], keys)
 
 
+@pytest.mark.processes
 def test_a_single_nodes_control_channel_handshakes_with_the_server_key_only(keys):
     s = ServerProcess(str(keys / "single"), workers=1, extra_args=[
         "--native-curve-secret-key-file", str(keys / "server.key_secret"),

@@ -568,6 +568,7 @@ def test_a_first_start_waits_for_a_postgresql_slow_to_answer(db, tmp_path):
         relay.close()
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("url, says", [
     ("notaurl", "[INVALID_CONFIG] cluster must be a postgresql:// URL"),
     ("postgresql://nobody@127.0.0.1:1/none", "[KAFKA_STORAGE_ERROR] cannot reach the cluster's "

@@ -316,6 +316,7 @@ def test_max_connection_creation_rate_is_read_under_kafkas_name_and_checked(tmp_
         ServerConfig.load(str(path))
 
 
+@pytest.mark.processes
 def test_max_connection_creation_rate_slows_a_listeners_accepts(tmp_path):
     """max_connection_creation_rate = 5: 20 connections opened at once are
     all answered (none refused: the listener waits, as Kafka's acceptor

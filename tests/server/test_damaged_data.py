@@ -21,6 +21,7 @@ from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartitio
 from kafkalite.record import RecordBatch
 
 
+@pytest.mark.processes
 def test_a_damaged_batch_reaches_every_reader_as_an_error_and_stays_on_disk(tmp_path):
     srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
     try:

@@ -37,6 +37,8 @@ import threading
 import time
 from collections import Counter, defaultdict
 
+import pytest
+
 from harness import ServerProcess, child_env, free_port, pid_alive, wait_until
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
                               TopicPartition)
@@ -138,6 +140,7 @@ def kill_a_worker(srv, rnd) -> None:
     raise AssertionError("no live worker to kill for 20 s")
 
 
+@pytest.mark.processes
 def test_exactly_once_through_kills_of_processor_workers_and_coordinator(tmp_path):
     kills = setting("KAFKALITE_EOS_KILLS")
     rnd = random.Random(int(os.environ.get("KAFKALITE_EOS_SEED", "7")))

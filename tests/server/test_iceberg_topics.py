@@ -121,6 +121,7 @@ def test_iceberg_mode_is_described_and_other_modes_are_refused(server, topic_nam
     assert exc.value.args[0].code() == INVALID_CONFIG
 
 
+@pytest.mark.processes
 def test_key_value_is_refused_where_pyiceberg_cannot_be_imported():
     """The controller checks a topic's configs (config_registry); without
     pyiceberg there it refuses key_value, naming what is missing."""
@@ -143,6 +144,7 @@ def test_key_value_is_refused_where_pyiceberg_cannot_be_imported():
     assert "need pyiceberg" in out.stdout and "cannot import pyiceberg" in out.stdout
 
 
+@pytest.mark.processes
 def test_a_tiered_iceberg_topic_keeps_its_table_files_in_the_remote_store(tmp_path):
     """With tiered storage in a directory, the table's files go to that
     store; the catalog stays in the data directory."""
@@ -169,6 +171,7 @@ def test_a_tiered_iceberg_topic_keeps_its_table_files_in_the_remote_store(tmp_pa
         stop_server(srv)
 
 
+@pytest.mark.processes
 def test_a_tiered_iceberg_topic_keeps_its_table_files_in_the_s3_bucket(tmp_path):
     """With tiered storage in S3 (moto's server), the table's data and
     metadata files are objects in the store's bucket under ``iceberg/``,
@@ -225,6 +228,7 @@ def test_a_tiered_iceberg_topic_keeps_its_table_files_in_the_s3_bucket(tmp_path)
             stop_server(srv)
 
 
+@pytest.mark.processes
 def test_iceberg_warehouse_dir_wins_over_the_s3_store_on_a_single_node(tmp_path):
     """An explicit iceberg_warehouse_dir is where the files go, on one node
     too (its workers once ignored it), even with the S3 store there."""

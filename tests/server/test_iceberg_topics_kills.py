@@ -98,6 +98,7 @@ def _avro_serializer(srv, topic):
 AVRO_SCHEMA = '{"type": "record", "name": "Event", "fields": [{"name": "n", "type": "long"}]}'
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("mode", MODES)
 def test_the_table_holds_every_record_once_through_kills_of_its_writers(tmp_path, mode):
     if mode not in RUN_MODES:

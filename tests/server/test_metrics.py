@@ -191,6 +191,7 @@ def test_a_killed_worker_makes_health_503_until_it_is_back_and_its_metrics_recov
     assert value(metrics, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
 
 
+@pytest.mark.processes
 def test_log_level_info_logs_a_created_topic(tmp_path, topic_name):
     srv = ServerProcess(str(tmp_path / "data"), extra_args=["--log-level", "INFO"]).start()
     try:
@@ -202,6 +203,7 @@ def test_log_level_info_logs_a_created_topic(tmp_path, topic_name):
         srv.stop()
 
 
+@pytest.mark.processes
 def test_a_bogus_log_level_is_one_readable_line_and_a_failed_exit(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "kafkalite", "server", "--data-dir", str(tmp_path / "data"),

@@ -58,6 +58,7 @@ def late_garbage_thread() -> None:
     garbage.gc.refs.delay = 0.05
 
 
+@pytest.mark.processes
 def test_the_answers_of_a_client_that_left_unread_go_back_to_the_system():
     if trim is None:
         pytest.skip("not glibc: the listener has no heap to trim")

@@ -151,6 +151,7 @@ def legacy_state_file(path, group, topic_id, start, batches):
         f.write(struct.pack(">4sIi", b"KLSS", crc32c(body), len(key)) + body)
 
 
+@pytest.mark.processes
 def test_a_state_file_of_an_older_version_is_taken_up(tmp_path):
     srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
     try:

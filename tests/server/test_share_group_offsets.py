@@ -106,6 +106,7 @@ def test_reset_refused_while_a_member_is_active(server, queue, group_name):
         c.close()
 
 
+@pytest.mark.processes
 def test_offsets_survive_a_restart(tmp_path, stopping):  # noqa: F811
     srv = share_server(tmp_path, workers=1)
     stopping(srv)

@@ -173,6 +173,7 @@ def shared(tmp_path_factory):
     srv.kill()
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_five_members_accept_every_record_exactly_once(shared, topic_name, group_name):
     srv = shared
@@ -196,6 +197,7 @@ def test_five_members_accept_every_record_exactly_once(shared, topic_name, group
     assert all(d[2] == 1 for m in members for d in m.delivered())
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("fault", ["duplicate", "skip"])
 def test_checker_catches_a_server_that_breaks_exactly_once(tmp_path, stopping, fault):
     srv = share_server(tmp_path, env={"KAFKALITE_SHARE_FAULT": fault})
@@ -215,6 +217,7 @@ def test_checker_catches_a_server_that_breaks_exactly_once(tmp_path, stopping, f
         assert lost and not duplicated
 
 
+@pytest.mark.processes
 def test_released_records_are_redelivered_to_another_member(tmp_path, stopping):
     # the releaser acquires more than the client hands it: those wait out
     # the lock, kept short here
@@ -238,6 +241,7 @@ def test_released_records_are_redelivered_to_another_member(tmp_path, stopping):
     assert released and all(redelivered[k] == 2 for k in released)
 
 
+@pytest.mark.processes
 def test_released_records_go_to_the_other_member_of_a_shared_partition(shared, topic_name,
                                                                       group_name):
     srv = shared
@@ -256,6 +260,7 @@ def test_released_records_go_to_the_other_member_of_a_shared_partition(shared, t
     assert any(first[k] != second[k] for k in second)
 
 
+@pytest.mark.processes
 def test_records_of_a_killed_member_go_to_others_after_the_lock_duration(tmp_path, stopping):
     srv = share_server(tmp_path, group_share_record_lock_duration_ms=2000,
                        group_share_session_timeout_ms=3000)
@@ -278,6 +283,7 @@ def test_records_of_a_killed_member_go_to_others_after_the_lock_duration(tmp_pat
         admin.close()
 
 
+@pytest.mark.processes
 def test_delivery_count_limit_and_reject_archive_records_to_the_dead_letter_topic(
         tmp_path, stopping):
     srv = share_server(tmp_path, group_share_delivery_count_limit=3,
@@ -347,6 +353,7 @@ def consumers(server, acks, n, **config):
     return out
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("fault", [None, "amnesia"])
 def test_share_state_survives_a_killed_server(tmp_path, stopping, fault):
     """The share coordinator's state (``__share_group_state``) after kill -9
@@ -473,6 +480,7 @@ def test_bad_share_requests_get_kafka_errors(shared, topic_name, group_name):
         meta.close()
 
 
+@pytest.mark.processes
 def test_share_consumers_carry_on_when_the_leading_worker_is_killed(tmp_path, stopping):
     """The worker leading the partition dies (kill -9) mid-stream and the
     supervisor restarts it: the same consumers carry on, nothing is lost and
@@ -513,6 +521,7 @@ def test_share_consumers_carry_on_when_the_leading_worker_is_killed(tmp_path, st
     assert not accepted_before & set(delivered_after)
 
 
+@pytest.mark.processes
 def test_share_state_follows_a_leader_failover(tmp_path, stopping):
     """A partition with three replicas: its leader is killed -9 mid-stream
     and a follower takes over with the share-partition's state: it hands

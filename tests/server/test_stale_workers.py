@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 from harness import ServerProcess, create, pid_alive, read_all, stop_server, wait_until
 from kafkalite.client import Producer
 
@@ -27,6 +29,7 @@ def produce(srv, topic: str, values) -> None:
     p.close()
 
 
+@pytest.mark.processes
 def test_a_stopped_worker_of_a_dead_server_is_killed_before_a_new_server_serves(tmp_path):
     data = str(tmp_path / "data")
     old = ServerProcess(data, log_path=str(tmp_path / "old.log")).start()
@@ -72,6 +75,7 @@ def test_a_restarted_worker_takes_over_its_lock(own_server, topic_name):
     assert len(read_all(own_server, topic_name, 2, 50)) == 50
 
 
+@pytest.mark.processes
 def test_a_worker_the_new_configuration_has_no_place_for_is_killed(tmp_path):
     """Three workers of a dead server, a new one with two: the third is
     killed before the new server starts anything

@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+import pytest
+
 from harness import ServerProcess, free_port
 
 from kafkalite.client import AdminClient, Consumer, NewTopic, Producer
@@ -44,6 +46,7 @@ def _children(pid: int) -> list[int]:
         return [int(p) for p in f.read().split()]
 
 
+@pytest.mark.processes
 def test_workers_are_spawned_before_the_supervisor_imports_its_own_parts(tmp_path):
     note = tmp_path / "spawn.json"
     os.environ["SPAWN_NOTE"] = str(note)
@@ -82,6 +85,7 @@ def test_workers_are_spawned_before_the_supervisor_imports_its_own_parts(tmp_pat
         assert srv.stop() == 0
 
 
+@pytest.mark.processes
 def test_no_server_process_loads_pyarrow_or_numpy_before_it_is_ready(tmp_path):
     """The web console (and with it the client's Arrow paths) loads at its
     first request, and the ingest gateway imports the Producer alone; a
@@ -106,6 +110,7 @@ def test_no_server_process_loads_pyarrow_or_numpy_before_it_is_ready(tmp_path):
         assert srv.stop() == 0
 
 
+@pytest.mark.processes
 def test_a_gateway_on_a_fixed_port_starts_after_ready_and_loses_nothing(tmp_path):
     """With its port known the gateway is spawned once the node is ready:
     a publisher that connects and sends at the ready line, before the

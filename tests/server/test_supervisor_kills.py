@@ -18,6 +18,8 @@ import signal
 import threading
 import time
 
+import pytest
+
 from harness import ServerProcess, create, pid_alive, read_all, stop_server, wait_until
 from kafkalite.client import Producer
 from kafkalite.server.node.processes import FAULT_ENV, LOCK_HOLD_FAULT, WORKER_LOCKS
@@ -147,6 +149,7 @@ class RestartKill:
                     os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.processes
 def test_the_dead_supervisors_worker_reaches_the_lock_first_and_gives_way(tmp_path,
                                                                          monkeypatch):
     """The killed supervisor's new worker reaches the free lock first, then
@@ -174,6 +177,7 @@ def test_the_dead_supervisors_worker_reaches_the_lock_first_and_gives_way(tmp_pa
         kills.clean_up()
 
 
+@pytest.mark.processes
 def test_the_next_supervisors_worker_reaches_the_lock_first_and_the_other_exits(tmp_path,
                                                                                 monkeypatch):
     """The mirror image: the next supervisor's worker takes the lock first.

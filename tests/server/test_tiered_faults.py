@@ -39,6 +39,7 @@ import time
 import urllib.request
 
 import confluent_kafka as ck
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.error import KafkaException
 
@@ -331,6 +332,7 @@ def _gone(pid: int) -> bool:
 
 # ---- the tests ----------------------------------------------------------------------------
 
+@pytest.mark.processes
 def test_kill_9_of_the_copying_worker_loses_no_segment_and_leaves_no_orphan(tmp_path):
     """KAFKALITE_TIERED_KILL_ROUNDS kills -9 of the leader's worker, each at
     a random moment up to 0.3 s after a copy's COPY_SEGMENT_STARTED was
@@ -392,6 +394,7 @@ def test_kill_9_of_the_copying_worker_loses_no_segment_and_leaves_no_orphan(tmp_
             stop_server(srv)
 
 
+@pytest.mark.processes
 def test_an_s3_outage_holds_the_copies_and_produce_goes_on(tmp_path, monkeypatch):
     """The store down from the moment a copy is about to put its
     segment.log until the lag shows 5 segments waiting and a failed copy
@@ -487,6 +490,7 @@ def _not_fenced(srv, pid) -> None:
     assert "fencing it" not in srv.output(), "the supervisor fenced the worker"
 
 
+@pytest.mark.processes
 def test_retention_past_remote_segments_in_an_s3_outage_holds_up_no_acknowledgement(
         tmp_path, monkeypatch):
     """Total retention (retention.bytes) deleting remote segments while the
@@ -552,6 +556,7 @@ def test_retention_past_remote_segments_in_an_s3_outage_holds_up_no_acknowledgem
             stop_server(srv)
 
 
+@pytest.mark.processes
 def test_delete_topics_in_an_s3_outage_holds_up_nothing_and_leaves_no_orphan(
         tmp_path, monkeypatch):
     """A tiered topic deleted while the store is down: DeleteTopics answers,
@@ -615,6 +620,7 @@ def test_delete_topics_in_an_s3_outage_holds_up_nothing_and_leaves_no_orphan(
             stop_server(srv)
 
 
+@pytest.mark.processes
 def test_a_deleted_topics_remote_deletes_survive_a_kill_9_of_the_worker(tmp_path, monkeypatch):
     """A tiered topic deleted while the store is stopped, then its worker
     killed -9 before the store is back: the restarted worker (leading no
@@ -685,6 +691,7 @@ def _warnings(output: str) -> list[str]:
     return [line for line in output.splitlines() if " WARNING " in line or " ERROR " in line]
 
 
+@pytest.mark.processes
 def test_the_worker_serves_on_through_an_s3_outage_and_its_end(tmp_path, monkeypatch):
     """The store stopped for OUTAGE_S while a producer streams to a tiered
     partition, then started again: the worker's loop answers Metadata

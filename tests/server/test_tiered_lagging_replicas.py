@@ -171,6 +171,7 @@ def _lead_and_check(srv, store, topic, old_leader, new_leader, early, early_pid,
                "the new leader's local log within local retention")
 
 
+@pytest.mark.processes
 def test_a_replica_added_by_a_reassignment_starts_at_the_leaders_local_log_start(
         tmp_path, store_config):
     config, store = store_config
@@ -204,6 +205,7 @@ def test_a_replica_added_by_a_reassignment_starts_at_the_leaders_local_log_start
 
 # the directory store only: the follower's path is the reassignment test's, which
 # runs on both stores (to keep the suite within its time)
+@pytest.mark.processes
 @pytest.mark.parametrize("store_config", ["directory"], indirect=True)
 def test_a_follower_fenced_out_while_the_leader_tiered_starts_at_its_local_log_start(
         tmp_path, store_config):

@@ -77,6 +77,7 @@ def store_config(request, tmp_path):
         yield both
 
 
+@pytest.mark.processes
 def test_replicas_share_the_remote_log_metadata_across_a_leader_kill(tmp_path, store_config):
     config, store = store_config
     srv = ServerProcess(str(tmp_path / "data"), workers=3,
@@ -160,6 +161,7 @@ def _set_segment_bytes(admin, topic: str, size: int) -> None:
     admin.incremental_alter_configs([resource])[resource].result(30)
 
 
+@pytest.mark.processes
 def test_a_follower_lists_the_store_only_while_it_waits_for_copies(tmp_path):
     """A follower reads the shared metadata (a LIST and a GET of the store)
     for its local retention: once the leader's copies cover the follower's

@@ -70,6 +70,7 @@ def kill_a_worker(srv, index: int) -> None:
     srv.wait_for_worker_restart(index, pid, 30)
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_exactly_once_v2_through_kills_of_partition_workers(tmp_path):
     rnd = random.Random(SEED)

@@ -1,7 +1,11 @@
 """kafkalite.testing as a user's suite uses it: a real inner pytest run
 (pytester, in a subprocess) with the plugin enabled in its conftest, a real
 server, confluent-kafka on the Kafka listener and kafkalite's own clients."""
+import pytest
+
 from harness import processes_with
+
+pytestmark = pytest.mark.processes      # every test runs an inner pytest in a subprocess
 
 INNER_TESTS = '''
 import time

@@ -274,6 +274,7 @@ def python(*args) -> subprocess.CompletedProcess:
                           text=True, timeout=60)
 
 
+@pytest.mark.processes
 def test_script_and_cli_in_subprocesses(small_log):
     proc = python("tools/dump-log", small_log)
     assert proc.returncode == 0 and proc.stderr == ""
@@ -289,6 +290,7 @@ def test_script_and_cli_in_subprocesses(small_log):
         assert str(missing) in proc.stderr
 
 
+@pytest.mark.processes
 def test_reader_closing_the_pipe_early(tmp_path):
     """`dump-log ... | head`: no traceback, no 'Broken pipe' complaint."""
     plog = PartitionLog.open(str(tmp_path / "t-0"))

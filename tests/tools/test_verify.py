@@ -197,6 +197,7 @@ def test_unclean_stop_then_reopen(capsys, tmp_path):
     assert rc == 0 and "closed cleanly" in out
 
 
+@pytest.mark.processes
 def test_killed_writer_then_recovery(capsys, tmp_path):
     """A real process appends and dies with os._exit (nothing flushed or closed)."""
     script = (
@@ -221,6 +222,7 @@ def test_killed_writer_then_recovery(capsys, tmp_path):
     assert rc == 0, out
 
 
+@pytest.mark.processes
 def test_interrupted_swap_is_pending_recovery_not_an_error(capsys, tmp_path):
     """The cleaner crashed mid-swap: verify checks the segments as the loader
     will complete the swap, and warns."""
@@ -266,6 +268,7 @@ def test_leftovers_are_warnings_and_left_alone(capsys, tmp_path):
     assert "t-0: OK, 3 warnings" in out
 
 
+@pytest.mark.processes
 def test_progress_indicator_on_a_terminal(tmp_path):
     make_partition(tmp_path / "t-0", 60, {"segment.bytes": 300})
     segments = len([n for n in os.listdir(tmp_path / "t-0") if n.endswith(".log")])
@@ -466,6 +469,7 @@ def test_missing_and_bad_paths(capsys, tmp_path):
 
 # ---- real processes -----------------------------------------------------------------------
 
+@pytest.mark.processes
 def test_cli_and_script_in_subprocesses(data_dir):
     proc = python("-m", "kafkalite", "verify", str(data_dir))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -478,6 +482,7 @@ def test_cli_and_script_in_subprocesses(data_dir):
     assert proc.stdout.splitlines()[-1].startswith("FAILED: 3 partitions")
 
 
+@pytest.mark.processes
 def test_missing_path_in_subprocesses(tmp_path):
     missing = str(tmp_path / "missing")
     for argv in (("-m", "kafkalite", "verify", missing), ("tools/verify-data-dir", missing)):
@@ -488,6 +493,7 @@ def test_missing_path_in_subprocesses(tmp_path):
         assert "Traceback" not in proc.stderr and missing in proc.stderr
 
 
+@pytest.mark.processes
 def test_reader_gone_keeps_the_exit_code(data_dir):
     """`verify ... | head -0`: the output is lost, the verdict (exit code) is not."""
     flip_byte(data_dir / "orders-1" / seg(0), 200)
@@ -502,6 +508,7 @@ def test_reader_gone_keeps_the_exit_code(data_dir):
 
 # ---- a server's own data directory --------------------------------------------------------
 
+@pytest.mark.processes
 def test_a_servers_data_verifies_without_warnings_after_a_clean_stop_and_after_kill_9(
         capsys, tmp_path):
     """What a user runs on healthy data must not alarm them: leaders elected
@@ -555,6 +562,7 @@ def test_replicas_in_broker_directories_are_partitions_not_damage(capsys, tmp_pa
     assert rc == 1 and "broker-1/orders-0: 1 error" in out, out
 
 
+@pytest.mark.processes
 def test_a_servers_data_after_a_clean_stop_passes(tmp_path):
     """The issue's walk: a server whose schema registry was used once,
     stopped cleanly; verify must find nothing wrong."""

@@ -459,6 +459,7 @@ def test_reading_is_bounded_in_count_and_bytes(server, console, admin, topic_nam
     assert answer["next"] == {"0": 3}
 
 
+@pytest.mark.processes
 def test_no_console_flag_leaves_only_metrics_and_health(tmp_path):
     srv = ServerProcess(str(tmp_path / "data"), extra_args=["--no-console"]).start()
     try:
