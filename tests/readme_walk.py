@@ -390,7 +390,11 @@ class Walker:
         then ``kafkalite verify`` of that data dir: the data of a healthy
         server after a clean stop must pass (issue 74: verify reported
         damage in directories the server itself writes)."""
-        for info in sorted(home.rglob("server.json")):
+        # os.walk, which passes over what vanishes under it (a Spark job still
+        # removing its temporary directories), not Path.rglob, which raises
+        found = sorted(Path(d) / "server.json" for d, _, files in os.walk(home)
+                       if "server.json" in files)
+        for info in found:
             try:
                 pid = int(json.loads(info.read_text())["pid"])
             except (OSError, ValueError, KeyError, TypeError):

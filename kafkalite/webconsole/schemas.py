@@ -253,8 +253,11 @@ class RecordDecoder:
             where = get(self.environ, f"/schemas/ids/{schema_id}/versions")
         except RegistryRefused as exc:
             if exc.error_code == 40403:
-                raise NotDecoded(f"schema {schema_id} is not in the registry "
-                                 f"(the bytes only look like Confluent's wire format?)") from None
+                # the registry answers an id whose every subject the user may not
+                # see as it answers one never given (it names no hidden subject)
+                raise NotDecoded(f"schema {schema_id} is not in the registry, or not under "
+                                 f"a subject you may see (or the bytes only look like "
+                                 f"Confluent's wire format)") from None
             raise NotDecoded(f"schema {schema_id}: {exc}") from None
         except RegistryUnavailable as exc:
             raise NotDecoded(str(exc)) from None

@@ -39,6 +39,9 @@ from kafkalite.client.ring_link import RingLink
 from kafkalite.protocol import ApiKey
 from kafkalite.server.node.processes import DROP_ACLS_FAULT, FAULT_ENV
 
+# each test starts its own server (no server fixture): out of the unit tier
+pytestmark = pytest.mark.processes
+
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 TOPIC, PARTITIONS = "alice-t", 4
 ALLOWED, DENIED, RETRIABLE = 0, 29, 6     # TOPIC_AUTHORIZATION_FAILED, NOT_LEADER_OR_FOLLOWER

@@ -10,10 +10,14 @@ for 8.0 s; fencing it") and its leaderships moved.
 Servers of the test's own: the stall is theirs."""
 from __future__ import annotations
 
+import pytest
 from harness import ServerProcess, free_port, stop_server, wait_until
 from replicas import create, state
 from kafkalite.client import Consumer, Producer
 from kafkalite.server.node.loop_clock import FAULT_ENV, STALL_FAULT
+
+# each test starts its own server (no server fixture): out of the unit tier
+pytestmark = pytest.mark.processes
 
 STALL_S = 8.0       # past the 6 s session timeout
 

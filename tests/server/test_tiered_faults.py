@@ -763,6 +763,7 @@ def _health(srv) -> tuple[int, dict]:
         return exc.code, json.loads(exc.read())
 
 
+@pytest.mark.processes
 def test_after_a_restart_with_the_store_down_the_copy_errors_metric_is_there(tmp_path,
                                                                              monkeypatch):
     """A restart while S3 is down: the tiered topic's copy-errors counter is
@@ -787,6 +788,7 @@ def test_after_a_restart_with_the_store_down_the_copy_errors_metric_is_there(tmp
             stop_server(srv)
 
 
+@pytest.mark.processes
 def test_a_store_that_refuses_every_call_makes_the_node_unhealthy(tmp_path):
     """A bucket that does not exist (a valid name: the config takes it):
     S3 answers NoSuchBucket to every call, and /health says so (503, the
