@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 import traceback
 
 from kafkalite.connect import plugins
@@ -62,9 +61,6 @@ def initial_target(initial_state: str | None) -> str:
 
 # KIP-875's answers to an offsets change, as Kafka's: the connector's
 # alter_offsets hook said it has handled what it keeps itself, or did not
-# how long a stopped sink's offsets change waits for its tasks' consumers to
-# leave the group (_on_empty_sink_group)
-SINK_GROUP_EMPTY_WAIT_S = 15.0
 ALTERED = "The offsets for this connector have been altered successfully"
 RESET = "The offsets for this connector have been reset successfully"
 _FRAMEWORK_ONLY = ("The Connect framework-managed offsets for this connector have been {0} "
@@ -697,43 +693,27 @@ class Herder:
     def _alter_sink(self, name, wanted: dict):
         """``wanted``: {TopicPartition: offset} (sink_offsets_of)."""
         from kafkalite.client import TopicPartition
+        from kafkalite.connect.clients import AdminClient
         tps = [TopicPartition(tp.topic, tp.partition, off) for tp, off in wanted.items()]
-        self._on_empty_sink_group(
-            name, "alter",
-            lambda admin: admin.alter_consumer_group_offsets(self._sink_group(name), tps).result())
+        admin = AdminClient(self._admin_config(name))
+        try:
+            admin.alter_consumer_group_offsets(self._sink_group(name), tps).result()
+        except (NonEmptyGroupError, UnknownMemberIdError):
+            raise tasks_not_stopped("alter", name) from None
+        finally:
+            admin.close()
 
     def _reset_sink(self, name):
         """Kafka's reset of a sink connector's offsets: its consumer group deleted."""
-        def delete(admin):
-            try:
-                admin.delete_consumer_groups([self._sink_group(name)])[
-                    self._sink_group(name)].result()
-            except GroupIdNotFoundError:
-                pass
-        self._on_empty_sink_group(name, "reset", delete)
-
-    def _on_empty_sink_group(self, name, what: str, change) -> None:
-        """``change(admin)`` of the stopped sink's consumer group, once the
-        group has no members. A connector shows STOPPED as soon as it is
-        stopped, and its tasks' consumers leave the group as their owners
-        stop them, a moment later (a second, and more on another worker):
-        Kafka answers the offsets change 400 meanwhile, which made the first
-        PATCH after STOPPED fail (issue 75). Here STOPPED means stopped: the
-        change waits for the members to leave, up to
-        SINK_GROUP_EMPTY_WAIT_S (a connector resumed meanwhile keeps its
-        members: then Kafka's 400)."""
         from kafkalite.connect.clients import AdminClient
-        deadline = time.monotonic() + SINK_GROUP_EMPTY_WAIT_S
         admin = AdminClient(self._admin_config(name))
         try:
-            while True:
-                try:
-                    change(admin)
-                    return
-                except (NonEmptyGroupError, UnknownMemberIdError):
-                    if time.monotonic() >= deadline:
-                        raise tasks_not_stopped(what, name) from None
-                time.sleep(0.1)
+            admin.delete_consumer_groups([self._sink_group(name)])[
+                self._sink_group(name)].result()
+        except GroupIdNotFoundError:
+            pass
+        except (NonEmptyGroupError, UnknownMemberIdError):
+            raise tasks_not_stopped("reset", name) from None
         finally:
             admin.close()
 
