@@ -245,3 +245,59 @@ def test_a_record_that_times_out_names_why_its_last_attempt_failed(server, topic
     assert isinstance(err, errors.RequestTimedOutError), err
     assert "delivery.timeout.ms expired" in err.message, err.message
     assert "NOT_ENOUGH_REPLICAS" in err.message, err.message
+
+
+@pytest.mark.parametrize("transport", ["tcp", "shm"])
+def test_a_batch_taken_while_an_earlier_one_is_refused_is_not_answered_for_the_next(
+        server, topic_name, transport):
+    """The worker forgot the producer (DeleteRecords), then two batches were
+    sent before either was answered: one larger than the topic takes
+    (refused, nothing written) and one that the worker took with its number
+    (it has no state to find it out of order). Renumbered down while it was
+    out, its acknowledgement was counted under the refused batch's number,
+    the next record was given the number the worker had just taken, answered
+    as a retry of it -- acknowledged at its offset and never written (seen
+    once in the fault run above, through the ring)."""
+    from harness import wait_until
+    create(server, topic_name, 1, **{"max.message.bytes": str(TOPIC_MAX)})
+    reports = {}
+    p = Producer(server.config(**{"linger.ms": 0, "request.timeout.ms": 30_000,
+                                  "kafkalite.transport": transport}))
+    sender = p._sending
+    key = (topic_name, 0)
+
+    def produce(value):
+        p.produce(topic_name, value, partition=0,
+                  on_delivery=lambda err, msg: reports.__setitem__(msg.value(), (err, msg.offset())))
+    try:
+        for i in range(3):
+            produce(b"before-%d" % i)
+        assert p.flush(30) == 0
+        admin = AdminClient(server.config())
+        try:     # the worker forgets the producer
+            for f in admin.delete_records([TopicPartition(topic_name, 0, -1)]).values():
+                f.result()
+        finally:
+            admin.close()
+        pids = server.worker_pids()     # briefly: both batches go out before either answer
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            produce(b"too-large-" + b"x" * TOO_LARGE)
+            wait_until(lambda: sender.requests_out[key] == 1, 10, "the large batch sent")
+            produce(b"taken")
+            wait_until(lambda: sender.requests_out[key] == 2, 10, "the second batch sent")
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        assert p.flush(30) == 0
+        produce(b"next")
+        assert p.flush(30) == 0
+    finally:
+        p.close()
+    assert isinstance(reports[b"too-large-" + b"x" * TOO_LARGE][0], errors.MessageTooLargeError)
+    assert reports[b"taken"][0] is None and reports[b"next"][0] is None, reports
+    log = dict((value, offset) for offset, value in read_log(server, topic_name, 1)[0])
+    for value in (b"taken", b"next"):
+        assert log.get(value) == reports[value][1], (
+            f"{value!r} reported at {reports[value][1]}, in the log at {log.get(value)}")

@@ -167,6 +167,9 @@ class Sender:
         self.in_flight_batches: collections.Counter = collections.Counter()
         self.requests_out: collections.Counter = collections.Counter()
         self.retrying: dict[tuple[str, int], _Batch] = {}
+        # per partition: the (sequence, count) of refused batches whose gap
+        # the later batches close once none of them is out (_close_sequence_gap)
+        self.gaps: dict[tuple[str, int], list[tuple[int, int]]] = {}
         # the batches of one partition whose answer is being handled (they
         # are out of in_flight already; _close_sequence_gap moves them too)
         self.answering: list[_Batch] = []
@@ -341,6 +344,7 @@ class Sender:
             self.sequences.clear()
             self.acked.clear()
             self.epochs.clear()
+            self.gaps.clear()
         if p._transactional_id is None and p._pid < 0 and not self._init_producer_id(now):
             return False
         if p._txn_v2:
@@ -639,34 +643,47 @@ class Sender:
     def _close_sequence_gap(self, b: _Batch) -> None:
         """``b`` was refused (a partition error that is not retriable: nothing
         of it was written), so the worker still expects ``b.sequence``: the
-        partition's later batches move down by its count, built ones
-        restamped, and those in flight will be refused as out of order and
-        go again with their new numbers (Kafka's producer adjusts its
-        in-flight sequences alike, KIP-360).
+        partition's later batches move down by its count (Kafka's producer
+        adjusts its sequences alike, KIP-360) -- once none of them is out.
 
-        Unless ``b`` lies below the sequence after the last acknowledged
-        batch: a later batch was taken first (by a worker that had forgotten
-        the producer), so the worker expects that sequence, not ``b``'s, and
-        no gap is left. Moved down anyway, the next batches overlapped the
-        acknowledged one (failed as overtaken) and the one after them started
-        above the worker's next sequence, refused out of order until
-        delivery.timeout.ms."""
-        key, n = (b.topic, b.partition), b.count
-        acked = self.acked.get(key)
-        if acked is not None and 0 < (acked - b.sequence) % INT32_SPAN <= INT32_SPAN // 2:
-            return
-        if key in self.sequences:
-            self.sequences[key] = (self.sequences[key] - n) % INT32_SPAN
-        later = list(self.waiting.get(key, ())) + list(self.answering)
+        The move waits (``gaps``; _flush_waiting applies it, and sends none
+        of the partition's batches meanwhile) because a later batch already
+        sent may be taken with its old number: by a worker that had
+        forgotten the producer (its batches deleted by retention or
+        DeleteRecords, as Kafka's brokers forget). Renumbered while out, its
+        acknowledgement counted under the new number, and the next batch,
+        moved down onto the number the worker had just taken, was answered
+        as a retry of it -- acknowledged at its offset, never written (a
+        record lost: tests/client/test_producer_faults.py, the ring)."""
+        key = (b.topic, b.partition)
+        self.gaps.setdefault(key, []).append((b.sequence, b.count))
         for node in self.nodes.values():
-            later += [q for q in node.queue if (q.topic, q.partition) == key]
-            for groups, _ in node.in_flight.values():
-                later += groups.get(key, ())
-        for q in later:
-            if q is not b and q.sequence >= 0 and q.raw is not None and \
-                    0 < (q.sequence - b.sequence) % INT32_SPAN < INT32_SPAN // 2:
-                q.sequence = (q.sequence - n) % INT32_SPAN
-                q.raw = _restamp(q.raw, q.sequence)
+            self._hold_back(node, key)      # queued, not sent: they wait for the move
+
+    def _apply_gaps(self, key) -> None:
+        """The partition's refused batches' moves (``_close_sequence_gap``),
+        oldest first, now that nothing of it is out. A move is skipped when a
+        later batch was acknowledged first (a worker that had forgotten the
+        producer took it): the worker expects the sequence after that one,
+        not the refused batch's, and no gap is left. Moved down anyway, the
+        next batches overlapped the acknowledged one (answered as its retry)
+        and the one after them started above the worker's next sequence."""
+        gaps = self.gaps.pop(key)
+        for i, (sequence, n) in enumerate(gaps):
+            acked = self.acked.get(key)
+            if acked is not None and 0 < (acked - sequence) % INT32_SPAN <= INT32_SPAN // 2:
+                continue
+            if key in self.sequences:
+                self.sequences[key] = (self.sequences[key] - n) % INT32_SPAN
+            for q in self.waiting.get(key, ()):
+                if q.sequence >= 0 and q.raw is not None and \
+                        0 < (q.sequence - sequence) % INT32_SPAN < INT32_SPAN // 2:
+                    q.sequence = (q.sequence - n) % INT32_SPAN
+                    q.raw = _restamp(q.raw, q.sequence)
+            # the later refused batches' numbers move with the rest
+            gaps[i + 1:] = [((s - n) % INT32_SPAN
+                             if 0 < (s - sequence) % INT32_SPAN < INT32_SPAN // 2 else s, c)
+                            for s, c in gaps[i + 1:]]
 
     def _split(self, b: _Batch) -> None:
         """``b`` was refused as larger than its topic allows (max.message.bytes
@@ -814,6 +831,10 @@ class Sender:
         out = self.in_flight_batches
         for key in list(self.waiting):
             queue = self.waiting[key]
+            if key in self.gaps:
+                if out[key]:
+                    continue        # the moves wait for what is out (_close_sequence_gap)
+                self._apply_gaps(key)
             while queue:
                 b = queue[0]
                 if now >= b.deadline:
