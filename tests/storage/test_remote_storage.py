@@ -137,3 +137,69 @@ def test_a_directory_stores_link_outlives_the_copys_delete(open_log, tmp_path):
         assert linked.read() == f.read()
     with pytest.raises(RemoteStorageError):
         store.link_log_segment(sid, seg.base_offset, str(tmp_path / "again.log"))
+
+
+def _s3_store(s3_endpoint):
+    store = S3RemoteStorage("tiered", endpoint_url=s3_endpoint)
+    store.bucket = "b" + os.urandom(6).hex()
+    store.s3.create_bucket(Bucket=store.bucket)
+    sent = []
+    store.s3.meta.events.register(
+        "before-send.s3.*", lambda request, **_: sent.append((request.method, request.url)))
+    return store, sent
+
+
+def test_an_s3_copy_is_two_puts_and_a_segment_fetchs_indexes_one_get(open_log, s3_endpoint):
+    """Issue 71: a copy was six PUTs (an object per index), which kept a
+    loaded copier behind a 1 MB/s producer; now the indexes travel as one
+    object, and the three a segment fetch reads come with one ranged GET."""
+    _, seg = _rolled_segment(open_log)
+    store, sent = _s3_store(s3_endpoint)
+    sid = RemoteLogSegmentId.generate("t-0")
+    store.copy_log_segment_data(sid, seg.base_offset, _data(seg, txn=seg.path))
+    assert [m for m, _ in sent] == ["PUT", "PUT"], sent
+    assert sent[-1][1].endswith("/segment.log")        # last: the copy is complete with it
+    sent.clear()
+    fresh, gets = _s3_store(s3_endpoint)                # no head kept from the copy
+    fresh.bucket = store.bucket
+    with open(segment_path(seg.directory, seg.base_offset, TIME_INDEX_SUFFIX), "rb") as f:
+        assert fresh.fetch_index(sid, seg.base_offset, "TIMESTAMP") == f.read()
+    with open(seg.path, "rb") as f:
+        assert fresh.fetch_index(sid, seg.base_offset, "TRANSACTION") == f.read()
+    assert fresh.fetch_index(sid, seg.base_offset, "PRODUCER_SNAPSHOT") is None
+    assert fresh.fetch_index(sid, seg.base_offset, "LEADER_EPOCH") == b"0\n1\n0 0\n"
+    assert [m for m, _ in gets] == ["GET"], gets
+
+
+def test_an_index_beyond_the_bundles_head_is_one_more_ranged_get(open_log, s3_endpoint, tmp_path):
+    from kafkalite.storage.remote.s3_storage import BUNDLE_HEAD_BYTES
+    _, seg = _rolled_segment(open_log)
+    store, sent = _s3_store(s3_endpoint)
+    big = tmp_path / "big.index"
+    big.write_bytes(os.urandom(BUNDLE_HEAD_BYTES + 5000))
+    sid = RemoteLogSegmentId.generate("t-0")
+    store.copy_log_segment_data(sid, seg.base_offset, LogSegmentData(
+        seg.path, str(big), str(big), None, None, b"0\n"))
+    sent.clear()
+    assert store.fetch_index(sid, seg.base_offset, "OFFSET") == big.read_bytes()
+    assert store.fetch_index(sid, seg.base_offset, "TIMESTAMP") == big.read_bytes()
+    assert store.fetch_index(sid, seg.base_offset, "LEADER_EPOCH") == b"0\n"
+    assert len(sent) == 3, sent     # the head, then each index beyond it
+
+
+def test_a_copy_made_before_the_bundle_reads_as_it_was_written(open_log, s3_endpoint):
+    """Buckets filled before the bundle keep an object per index."""
+    _, seg = _rolled_segment(open_log)
+    store, _ = _s3_store(s3_endpoint)
+    sid = RemoteLogSegmentId.generate("t-0")
+    prefix = f"t-0/{'%020d-%s' % (seg.base_offset, sid.id)}/"
+    index = segment_path(seg.directory, seg.base_offset, INDEX_SUFFIX)
+    store.s3.upload_file(index, store.bucket, prefix + "offset.index")
+    store.s3.put_object(Bucket=store.bucket, Key=prefix + "leader-epoch-checkpoint", Body=b"0\n")
+    store.s3.upload_file(seg.path, store.bucket, prefix + "segment.log")
+    with open(index, "rb") as f:
+        assert store.fetch_index(sid, seg.base_offset, "OFFSET") == f.read()
+    assert store.fetch_index(sid, seg.base_offset, "LEADER_EPOCH") == b"0\n"
+    assert store.fetch_index(sid, seg.base_offset, "TRANSACTION") is None
+    with pytest.raises(RemoteStorageError):
+        store.fetch_index(sid, seg.base_offset, "TIMESTAMP")     # required, and missing

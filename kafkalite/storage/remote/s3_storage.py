@@ -4,15 +4,25 @@ Layout in the bucket (the same names as the local-directory store, see
 storage_manager.py):
 
     <topic>-<partition>/<base offset %020d>-<id>/segment.log
-                                               /offset.index, time.index, ...
+                                               /indexes
 
-Each object is one PUT (boto3's managed transfer: a multipart upload for a
+A copy is two objects, two PUTs: ``indexes`` holds the offset and time
+indexes, the transaction index and producer snapshot when there are any,
+and the leader epochs, one after another behind a table of where each
+starts (``index_bundle``); ``segment.log`` is uploaded last, and a copy is
+complete (``list_segments``) once it is there; whether a reader may use it
+is still the remote log metadata's word (COPY_SEGMENT_FINISHED). Each
+object is one PUT (boto3's managed transfer: a multipart upload for a
 large segment, which S3 shows only once completed), so no object is ever
-half written. A copy is several objects: ``segment.log`` is uploaded last,
-and a copy is complete (``list_segments``) once it is there; whether a
-reader may use it is still the remote log metadata's word
-(COPY_SEGMENT_FINISHED). A failed copy deletes what it uploaded; one a
-kill interrupted is deleted by id when the partition reopens.
+half written. A failed copy deletes what it uploaded; one a kill
+interrupted is deleted by id when the partition reopens.
+
+Copies made before the bundle keep an object per index (``offset.index``,
+``time.index``, ...); a copy without ``indexes`` is read that way. Six
+PUTs and a metadata write for every segment kept a loaded copier behind a
+1 MB/s producer with 1 MiB segments (issue 71); a reader that fetches a
+segment's three indexes now makes one GET of their first 64 KiB (and
+another only for an index beyond it), and keeps the last few bundles' heads.
 
 Credentials and region come from boto3's own chain (AWS_ACCESS_KEY_ID and
 AWS_SECRET_ACCESS_KEY, ~/.aws, an instance role); kafkalite keeps no secret
@@ -22,14 +32,21 @@ a broker without an S3 store never needs it (``pip install kafkalite[s3]``).
 """
 from __future__ import annotations
 
+import collections
 import os
+import threading
 
+from kafkalite.storage.remote import index_bundle
 from kafkalite.storage.remote.storage_manager import (
-    INDEX_FILES, LEADER_EPOCH_FILE, OFFSET_INDEX_FILE, PRODUCER_SNAPSHOT_FILE, SEGMENT_FILE,
-    TIME_INDEX_FILE, TRANSACTION_INDEX_FILE, LogSegmentData, RemoteLogSegmentId,
-    RemoteStorageError, object_name)
+    INDEX_FILES, SEGMENT_FILE, LogSegmentData, RemoteLogSegmentId, RemoteStorageError,
+    object_name)
 
 _OPTIONAL = ("TRANSACTION", "PRODUCER_SNAPSHOT")
+INDEXES_FILE = "indexes"
+# the first GET of a bundle: its table and, for segments of ordinary size,
+# every index with it
+BUNDLE_HEAD_BYTES = 64 * 1024
+BUNDLE_HEADS_KEPT = 16
 # S3's answers that no retry changes: the bucket or the credentials are wrong
 _REFUSALS = frozenset({"NoSuchBucket", "AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
                        "SignatureDoesNotMatch", "InvalidBucketName", "AccountProblem",
@@ -90,6 +107,9 @@ class S3RemoteStorage:
         self.s3 = client or boto3.client(
             "s3", endpoint_url=endpoint_url or None,
             region_name=region or s3_region())
+        # prefix -> (table, head bytes) of recently read bundles (a copy never changes)
+        self._heads: collections.OrderedDict = collections.OrderedDict()
+        self._heads_lock = threading.Lock()
 
     def _prefix(self, segment_id: RemoteLogSegmentId, base_offset: int) -> str:
         return f"{segment_id.partition}/{object_name(base_offset, segment_id)}/"
@@ -105,14 +125,17 @@ class S3RemoteStorage:
                               data: LogSegmentData) -> None:
         prefix = self._prefix(segment_id, base_offset)
         try:
-            for source, name in ((data.offset_index, OFFSET_INDEX_FILE),
-                                 (data.time_index, TIME_INDEX_FILE),
-                                 (data.transaction_index, TRANSACTION_INDEX_FILE),
-                                 (data.producer_snapshot, PRODUCER_SNAPSHOT_FILE)):
+            # the small parts first: a follower's start from a remote
+            # segment reads the leader epochs and the snapshot alone
+            parts = [("LEADER_EPOCH", bytes(data.leader_epochs))]
+            for source, kind in ((data.producer_snapshot, "PRODUCER_SNAPSHOT"),
+                                 (data.transaction_index, "TRANSACTION"),
+                                 (data.offset_index, "OFFSET"), (data.time_index, "TIMESTAMP")):
                 if source is not None:
-                    self.s3.upload_file(source, self.bucket, prefix + name)
-            self.s3.put_object(Bucket=self.bucket, Key=prefix + LEADER_EPOCH_FILE,
-                               Body=data.leader_epochs)
+                    with open(source, "rb") as f:
+                        parts.append((kind, f.read()))
+            self.s3.put_object(Bucket=self.bucket, Key=prefix + INDEXES_FILE,
+                               Body=index_bundle.build(parts))
             self.s3.upload_file(data.log_segment, self.bucket, prefix + SEGMENT_FILE)
         except (*self._errors, OSError) as exc:
             try:
@@ -134,7 +157,55 @@ class S3RemoteStorage:
 
     def fetch_index(self, segment_id: RemoteLogSegmentId, base_offset: int,
                     index_type: str) -> bytes | None:
-        key = self._prefix(segment_id, base_offset) + INDEX_FILES[index_type]
+        prefix = self._prefix(segment_id, base_offset)
+        head = self._bundle_head(prefix)
+        if head is None:                # a copy made before the bundle
+            return self._fetch_index_object(prefix + INDEX_FILES[index_type], index_type)
+        table, data = head
+        where = table.get(index_type)
+        if where is None:
+            if index_type in _OPTIONAL:
+                return None
+            raise RemoteStorageError(f"s3://{self.bucket}/{prefix}{INDEXES_FILE} holds no "
+                                     f"{index_type} index")
+        start, length = where
+        if start + length <= len(data):
+            return data[start:start + length]
+        key = prefix + INDEXES_FILE
+        try:
+            return self.s3.get_object(Bucket=self.bucket, Key=key,
+                                      Range=f"bytes={start}-{start + length - 1}")["Body"].read()
+        except self._errors as exc:
+            raise self._fail(key, exc) from exc
+
+    def _bundle_head(self, prefix: str) -> tuple[dict, bytes] | None:
+        """The table and first bytes of the copy's bundle; None when the copy
+        has none (made before it)."""
+        with self._heads_lock:
+            head = self._heads.get(prefix)
+            if head is not None:
+                self._heads.move_to_end(prefix)
+                return head
+        key = prefix + INDEXES_FILE
+        try:
+            data = self.s3.get_object(Bucket=self.bucket, Key=key,
+                                      Range=f"bytes=0-{BUNDLE_HEAD_BYTES - 1}")["Body"].read()
+        except self._errors as exc:
+            code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
+            if code in ("NoSuchKey", "404"):
+                return None
+            raise self._fail(key, exc) from exc
+        try:
+            table = index_bundle.table(data)
+        except ValueError as exc:
+            raise RemoteStorageError(f"s3://{self.bucket}/{key}: {exc}") from exc
+        with self._heads_lock:
+            self._heads[prefix] = (table, data)
+            while len(self._heads) > BUNDLE_HEADS_KEPT:
+                self._heads.popitem(last=False)
+        return table, data
+
+    def _fetch_index_object(self, key: str, index_type: str) -> bytes | None:
         try:
             return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except self._errors as exc:
@@ -145,6 +216,8 @@ class S3RemoteStorage:
 
     def delete_log_segment_data(self, segment_id: RemoteLogSegmentId, base_offset: int) -> None:
         prefix = self._prefix(segment_id, base_offset)
+        with self._heads_lock:
+            self._heads.pop(prefix, None)
         try:
             listed = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=prefix)
             keys = [{"Key": o["Key"]} for o in listed.get("Contents", ())]
