@@ -44,7 +44,7 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
                                     "leader and follower kills (tests/server/test_replication.py)"),
     "KAFKALITE_PARTITION_ROUNDS": (1, 10,
                                    "network cuts of a cluster node (tests/server/test_cluster_partitions.py)"),
-    "KAFKALITE_ORDER_ROUNDS": (2, 20,
+    "KAFKALITE_ORDER_ROUNDS": (1, 20,
                                "cut/heal rounds under a plain acks=1 writer "
                                "(tests/server/test_cluster_partition_order.py)"),
     "KAFKALITE_RESTART_ROUNDS": (5, 200,

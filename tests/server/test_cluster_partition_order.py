@@ -13,7 +13,7 @@ out of order only where the writer was told they had failed (a timed-out
 request that its host's TCP delivered late: see the test's docstring).
 The checkers are first shown to catch a planted reorder in the same run.
 
-``KAFKALITE_ORDER_ROUNDS`` sets the number of cut/heal rounds (2 by
+``KAFKALITE_ORDER_ROUNDS`` sets the number of cut/heal rounds (1 by
 default, 20 under tools/soak). Uses the cluster tests' harness
 (tests/server/test_cluster_partitions.py: network namespaces, PostgreSQL;
 skipped without them).
