@@ -62,8 +62,43 @@ class SupervisorStart:
     """The Supervisor's start (this module's docstring)."""
 
     def start(self) -> None:
-        cfg = self.config
-        early = self.early
+        """Bind, spawn or adopt the workers and the ingest gateway, and serve
+        (the steps below, in this order: each needs what the one before made)."""
+        cfg, early = self.config, self.early
+        running = self._take_lock()
+        broker_ids, nodes = list(range(cfg.worker_count)), {}
+        if cfg.cluster:
+            broker_ids, nodes = self._cluster_brokers()
+        broker_count = max(nodes) + 1 if nodes else cfg.worker_count
+        metadata = self._open_metadata()
+        users_path = self._start_controller(metadata, nodes, broker_count)
+        self._start_group_coordinator(metadata)
+        self._start_coordinators(metadata)
+        self._start_request_paths(users_path)
+        self.start_retryable = False        # ports and threads from here on
+        advertised = self._bind_listeners()
+        self._take_workers(running, broker_ids, advertised)
+        self._local = {w.index: w for w in self.workers}
+        self._config_digest = config_digest(cfg)
+        for w in self.workers:
+            if w.adopted and w.proc is None:    # not a child: no SIGCHLD
+                self._watch_adopted(w)
+        self.ingest_port = cfg.ingest_port
+        if early is not None and early.ingest is not None:
+            self.ingest = early.ingest
+            self._watch_ingest_port()
+        elif cfg.ingest_port == 0:
+            self._spawn_ingest()    # a free port: the node is ready once the gateway says which
+        # a fixed port is known already: the gateway starts once the node is
+        # ready (_check_ready), leaving the start's CPU to the workers; a
+        # publisher's PUSH queues its messages until the gateway binds
+        if self._http_after is None:    # (a takeover: once the node's workers serve, run())
+            self._serve_http()
+
+    def _take_lock(self) -> dict[int, int]:
+        """The data directory's lock (start_early's or the broker node's, if
+        they took it), and the workers of a dead supervisor this one adopts."""
+        cfg, early = self.config, self.early
         running: dict[int, int] = {}    # workers of a dead supervisor this one adopts
         if early is not None:
             self._lock_fd = early.lock_fd
@@ -75,11 +110,11 @@ class SupervisorStart:
             # are handed over)
             self._lock_fd, running = lock_data_dir(
                 cfg.data_dir, adopt=0 if cfg.cluster else cfg.worker_count)
-        broker_ids, nodes = list(range(cfg.worker_count)), {}
-        if cfg.cluster:
-            broker_ids, nodes = self._cluster_brokers()
-        broker_count = max(nodes) + 1 if nodes else cfg.worker_count
-        metadata = self._open_metadata()
+        return running
+
+    def _start_controller(self, metadata, nodes: dict[int, int], broker_count: int) -> str:
+        """The controller over ``metadata``; the SASL users file's path."""
+        cfg = self.config
         if cfg.cluster:
             self._check_iceberg_warehouse(metadata)
             # broker nodes learn of a new controller by the lease, checked
@@ -107,6 +142,11 @@ class SupervisorStart:
             # (Controller.elect_offline), not a session timeout later.
             self.controller.gone.update(b for b, n in nodes.items()
                                         if n == self.expired_controller)
+        return users_path
+
+    def _start_group_coordinator(self, metadata) -> None:
+        """The group coordinator, wired to the controller and the workers."""
+        cfg = self.config
         self.coordinator = GroupCoordinator(
             cfg.data_dir, partition_count=self.controller.partition_count,
             coordinator_node=self.controller.coordinator_node,
@@ -136,6 +176,11 @@ class SupervisorStart:
         # an AlterShareGroupOffsets: the leaders drop what they hold of the
         # group and read its new state (share_partition.py)
         self.coordinator.share.state_reset = self.coordinator.share_group_deleted
+
+    def _start_coordinators(self, metadata) -> None:
+        """The node's key pairs, the transaction and share coordinators, and
+        the internal topics' and coordinators' handlers."""
+        cfg, early = self.config, self.early
         native = early.curve if early is not None else native_curve(cfg)
         # the control channel and the relay: the server's processes only
         self.node_curve = early.node_curve if early is not None else node_curve(
@@ -171,6 +216,10 @@ class SupervisorStart:
         self.handlers.update(self.coordinator.handlers())
         self.handlers.update(self.txn_coordinator.handlers())
         self.handlers.update(self.share_coordinator.handlers())
+
+    def _start_request_paths(self, users_path: str) -> None:
+        """Metrics, ACLs, SCRAM users, quotas and the one dispatcher."""
+        cfg = self.config
         self.metrics = NodeMetrics(self) if cfg.metrics_enabled else None
         stats = self.metrics and self.metrics.requests
         authorizer = authorizer_from_config(cfg, stats)
@@ -208,7 +257,11 @@ class SupervisorStart:
                     (n for n, t in self.controller.metadata.topics.items()
                      if t.topic_id == topic_id), None),
                 topic_exists=lambda name: name in self.controller.metadata.topics)
-        self.start_retryable = False        # ports and threads from here on
+
+    def _bind_listeners(self) -> str:
+        """The native and Kafka listeners, the relay and the control channel;
+        the address other processes reach them at."""
+        cfg, early = self.config, self.early
         self.native = NativeListener(self.ctx, cfg.host, cfg.port, self.dispatcher,
                                      name="supervisor", curve=self.curve,
                                      extensions={"server_endpoints": self._served_endpoints},
@@ -258,6 +311,13 @@ class SupervisorStart:
                                 # broker nodes check they hold the same key pair
                                 **({"curve.server.key": self.curve.public.decode()}
                                    if self.curve is not None else {})})
+        return advertised
+
+    def _take_workers(self, running: dict[int, int], broker_ids: list[int],
+                      advertised: str) -> None:
+        """This node's workers: start_early's, the adopted ones of a dead
+        supervisor, the broker node's (a takeover), the rest spawned."""
+        cfg, early = self.config, self.early
         if early is not None:
             self.workers = early.workers
         elif not cfg.cluster:
@@ -290,22 +350,6 @@ class SupervisorStart:
                 advertise_controller(cfg.data_dir, self.lease.epoch, {
                     "control": self.control_endpoint, "relay": self.relay.endpoint,
                     "coordinator": f"tcp://{advertised}:{self.native.port}"})
-        self._local = {w.index: w for w in self.workers}
-        self._config_digest = config_digest(cfg)
-        for w in self.workers:
-            if w.adopted and w.proc is None:    # not a child: no SIGCHLD
-                self._watch_adopted(w)
-        self.ingest_port = cfg.ingest_port
-        if early is not None and early.ingest is not None:
-            self.ingest = early.ingest
-            self._watch_ingest_port()
-        elif cfg.ingest_port == 0:
-            self._spawn_ingest()    # a free port: the node is ready once the gateway says which
-        # a fixed port is known already: the gateway starts once the node is
-        # ready (_check_ready), leaving the start's CPU to the workers; a
-        # publisher's PUSH queues its messages until the gateway binds
-        if self._http_after is None:    # (a takeover: once the node's workers serve, run())
-            self._serve_http()
 
     def _cluster_brokers(self) -> tuple[list[int], dict[int, int]]:
         """This node's workers' broker ids, and the node of every broker
