@@ -151,28 +151,7 @@ class ControlChannel:
             w.host, w.rack = msg.get("host"), msg.get("node")
             self._metadata_action(f"register worker {w.index}", self._register, w, w.pid)
         elif kind == "done":
-            op = msg.get("op")
-            # before anything waits on the change: Metadata names an elected
-            # leader once it leads (replication_control.leaderships_applied)
-            self.controller.leaderships_applied(w.index, msg.get("results", []))
-            if isinstance(op, str) and op == f"start-{w.index}":
-                w.crashes_in_a_row = 0
-                self.controller.partitions_opened(msg.get("results", []))
-                self._release_pending(w.index, msg.get("results", []), w.start_covers)
-                self.controller.unfence_broker(w.index)
-                if self.controller.gone:
-                    self._metadata_action(f"elect with worker {w.index}",
-                                          self.controller.elect_offline, w.index)
-                if self.ready:
-                    self._write_server_file()  # a restarted worker: new pid, maybe new port
-                self._check_ready()
-            elif op in self.pending:
-                pend = self.pending[op]
-                pend.waiting.discard(w.index)
-                pend.results.extend(msg.get("results", []))
-                if not pend.waiting:
-                    del self.pending[op]
-                    pend.on_done(pend.results, False)
+            self._on_done(w, msg)
         elif kind == "alter_partition":
             try:
                 self.controller.alter_partition(w.index, msg["partitions"])
@@ -186,6 +165,32 @@ class ControlChannel:
             # (the node comes back with them); one stopping alone hands
             # them over
             self._fence(w, elect=not self._stop)
+
+    def _on_done(self, w: WorkerProcess, msg: dict) -> None:
+        """Worker ``w`` applied a change: its start (``start-<index>``: it
+        serves), or one a PendingChange waits on."""
+        op = msg.get("op")
+        # before anything waits on the change: Metadata names an elected
+        # leader once it leads (replication_control.leaderships_applied)
+        self.controller.leaderships_applied(w.index, msg.get("results", []))
+        if isinstance(op, str) and op == f"start-{w.index}":
+            w.crashes_in_a_row = 0
+            self.controller.partitions_opened(msg.get("results", []))
+            self._release_pending(w.index, msg.get("results", []), w.start_covers)
+            self.controller.unfence_broker(w.index)
+            if self.controller.gone:
+                self._metadata_action(f"elect with worker {w.index}",
+                                      self.controller.elect_offline, w.index)
+            if self.ready:
+                self._write_server_file()  # a restarted worker: new pid, maybe new port
+            self._check_ready()
+        elif op in self.pending:
+            pend = self.pending[op]
+            pend.waiting.discard(w.index)
+            pend.results.extend(msg.get("results", []))
+            if not pend.waiting:
+                del self.pending[op]
+                pend.on_done(pend.results, False)
 
     def _fence(self, w: WorkerProcess, elect: bool = True, restarting: bool = False) -> None:
         """``w``'s process is gone or silent: the controller fences it, and
