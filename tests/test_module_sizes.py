@@ -60,9 +60,6 @@ MODULE_EXCEPTIONS: dict[str, tuple[int, str]] = {
         939, "the authorization rules of every API, one table of Kafka's per-request checks"),
     "kafkalite/client/consumer.py": (
         910, "the Consumer is one class a user imports (its class is listed below too)"),
-    "kafkalite/connect/connectors/mirror.py": (
-        904, "MirrorMaker's three connectors share the topic, offset and checkpoint "
-             "translation; not split yet"),
 }
 
 # "path::Class": (methods today, why it is one class yet)
