@@ -3,13 +3,9 @@ its views of the internal topics (configs, task configs, statuses), and
 the topics the status topic tracks: KIP-558 active topics, KIP-976
 cluster log levels.
 
-Which process runs it: a ``kafkalite connect distributed`` worker
-(cli/connect.py), on the threads distributed_herder.py names; it is a part
-of ``DistributedHerder``, which inherits it: its state is set in
-DistributedHerder.__init__ and guarded by the herder's locks as that
-module's docstring says.
-
-What it may import: as distributed_herder.py.
+A part of distributed_herder.py's ``DistributedHerder`` (which inherits
+it, and holds its state and locks): the process, threads and imports are
+that module's.
 """
 from __future__ import annotations
 

@@ -4,13 +4,9 @@ for a sink), altered or reset by the leader, for a STOPPED connector only;
 under exactly-once support written in a transaction after its tasks'
 producers were fenced.
 
-Which process runs it: a ``kafkalite connect distributed`` worker
-(cli/connect.py), on the threads distributed_herder.py names; it is a part
-of ``DistributedHerder``, which inherits it: its state is set in
-DistributedHerder.__init__ and guarded by the herder's locks as that
-module's docstring says.
-
-What it may import: as distributed_herder.py.
+A part of distributed_herder.py's ``DistributedHerder`` (which inherits
+it, and holds its state and locks): the process, threads and imports are
+that module's.
 """
 from __future__ import annotations
 
