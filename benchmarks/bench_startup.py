@@ -89,7 +89,7 @@ def _settings(directory: str, root: str) -> dict[str, list[str]]:
 
 # set by main(): where the processes keep their bytecode (None: as the environment says)
 PYCACHE: str | None = None
-WARM_UP = ("import kafkalite.cli, kafkalite.server.node.supervisor, kafkalite.server.node.worker, "
+WARM_UP = ("import kafkalite.cli, kafkalite.server.node.roles, kafkalite.server.node.worker, "
            "kafkalite.client.ingest, kafkalite.webconsole, zmq")
 
 

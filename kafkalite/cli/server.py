@@ -161,7 +161,7 @@ def run(args) -> int:
     check_local_door_dir(config)
     # The workers first: their start-up overlaps the supervisor's imports.
     early = start_early(config)
-    from kafkalite.server.node.supervisor import serve
+    from kafkalite.server.node.roles import serve
     apps = [("/console", _console_app)] if args.console else []
     from kafkalite.registry import make_app as schema_registry
     from kafkalite.iceberg_rest import make_app as iceberg_rest

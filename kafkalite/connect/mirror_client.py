@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import time
 
-from kafkalite.connect.connectors.mirror import (checkpoints_topic_of,
-                                                 decode_checkpoint_with_metadata)
+from kafkalite.connect.connectors.mirror import checkpoints_topic_of
+from kafkalite.connect.connectors.mirror_records import decode_checkpoint_with_metadata
 
 
 def translate_offsets(config: dict, remote_cluster_alias: str, consumer_group_id: str,

@@ -135,7 +135,33 @@ def _remaining(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
-class ProducerRing(ProducerCore):
+class _RingEnd:
+    """What both ends of a ring add to their core alike: the watch on the
+    peer's process (made on first use: the core's create and attach make
+    the object without calling __init__), use as a context manager, and a
+    close when the object is collected."""
+
+    @property
+    def _watch(self) -> _PeerWatch:
+        watch = self.__dict__.get("_peer_watch")
+        if watch is None:
+            watch = self.__dict__["_peer_watch"] = _PeerWatch()
+        return watch
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class ProducerRing(_RingEnd, ProducerCore):
     """The producer's end of a ring. ``ProducerRing.create(capacity, name)``
     makes the segment and doorbells; hand ``name`` and ``attach_secret`` to
     the worker.
@@ -216,30 +242,11 @@ class ProducerRing(ProducerCore):
             raise PeerGone(f"ring {self.name} has no live worker (attached {self.worker_epoch} "
                            f"times); {self.in_flight} entries in flight, see unacked()")
 
-    @property
-    def _watch(self) -> _PeerWatch:
-        watch = self.__dict__.get("_peer_watch")
-        if watch is None:
-            watch = self.__dict__["_peer_watch"] = _PeerWatch()
-        return watch
-
     def close(self, unlink: bool = True) -> None:
         """Close the ring for the worker and, by default, unlink the segment
         and both FIFOs. Idempotent."""
         self._watch.close()
         super().close(unlink)
-
-    def __enter__(self) -> ProducerRing:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         if self.closed:
@@ -248,7 +255,7 @@ class ProducerRing(ProducerCore):
                 f"next_sequence={self.next_sequence} in_flight={self.in_flight}>")
 
 
-class WorkerRing(WorkerCore):
+class WorkerRing(_RingEnd, WorkerCore):
     """The worker's end of a ring. ``WorkerRing.attach(name, secret, owner)``
     checks that the asker showed the ring's secret and owns its files
     (RingRefused otherwise), validates the segment, takes the worker slot
@@ -290,30 +297,11 @@ class WorkerRing(WorkerCore):
         self.disarm()
         self._drain()
 
-    @property
-    def _watch(self) -> _PeerWatch:
-        watch = self.__dict__.get("_peer_watch")
-        if watch is None:
-            watch = self.__dict__["_peer_watch"] = _PeerWatch()
-        return watch
-
     def close(self, unlink: bool = False) -> None:
         """Detach (the producer sees worker_alive() False); with ``unlink``,
         also remove the segment and FIFOs. Idempotent."""
         self._watch.close()
         super().close(unlink)
-
-    def __enter__(self) -> WorkerRing:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         if self.closed:

@@ -19,10 +19,10 @@ from harness import ServerProcess, child_env, create, wait_until
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, ConfigResource, Consumer,
                               NewPartitions, Producer, TopicPartition)
 from kafkalite.connect.connectors.mirror import (MIRROR_HEADER, DefaultReplicationPolicy,
-                                                 MirrorCheckpointTask, OffsetSyncStore,
-                                                 decode_checkpoint, decode_offset_sync,
-                                                 encode_checkpoint, encode_heartbeat,
-                                                 encode_offset_sync)
+                                                 MirrorCheckpointTask, OffsetSyncStore)
+from kafkalite.connect.connectors.mirror_records import (decode_checkpoint, decode_offset_sync,
+                                                         encode_checkpoint, encode_heartbeat,
+                                                         encode_offset_sync)
 from kafkalite.connect.mirror_client import translate_offsets
 from kafkalite.connect.offsets import KafkaOffsetStore
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import logging
 
-from kafkalite.bench.drivers.base import ConsumerClient, Driver, ProducerClient
-from kafkalite.bench.drivers.kafkalite_zmq import KafkaliteServer
+from kafkalite.bench.drivers.base import ConsumerClient, ProducerClient
+from kafkalite.bench.drivers.kafkalite_zmq import KafkaliteServerDriver
 from kafkalite.bench.recorder import split, stamps_of_values
 
 
@@ -143,16 +143,12 @@ class KafkaConsumer(ConsumerClient):
         self.consumer.close()
 
 
-class KafkaProtocolDriver(Driver):
+class KafkaProtocolDriver(KafkaliteServerDriver):
     name = "kafkalite-kafka"
     label = ("kafkalite's Kafka-protocol listener, confluent-kafka (librdkafka) clients, "
              "librdkafka's default settings")
-    kind = "kafkalite"
     producer_tuning: dict = {}
     consumer_tuning: dict = {}
-
-    def __init__(self):
-        self.server = KafkaliteServer()
 
     def unavailable(self):
         try:
@@ -165,15 +161,6 @@ class KafkaProtocolDriver(Driver):
         endpoint = self.server.start(workload, topics, work_dir)
         endpoint["kafka"] = endpoint["info"]["kafka.bootstrap.servers"]
         return endpoint
-
-    def teardown(self):
-        self.server.stop()
-
-    def server_pids(self):
-        return self.server.pids()
-
-    def server_requests(self):
-        return self.server.requests()
 
     @classmethod
     def producer(cls, endpoint, workload):

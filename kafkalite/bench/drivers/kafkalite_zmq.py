@@ -127,18 +127,13 @@ class KafkaliteConsumer(ConsumerClient):
         self.consumer.close()
 
 
-class KafkaliteZmqDriver(Driver):
-    name = "kafkalite-zmq"
-    label = "kafkalite, native protocol over ZeroMQ (produce_batch, consume_batch)"
+class KafkaliteServerDriver(Driver):
+    """A driver of a kafkalite server this process starts (KafkaliteServer):
+    this one's and kafka_protocol.py's, whatever their clients."""
     kind = "kafkalite"
-    transport = "zmq"
-    consumer_transport = "zmq"
 
     def __init__(self):
         self.server = KafkaliteServer()
-
-    def setup(self, workload, topics, work_dir):
-        return self.server.start(workload, topics, work_dir)
 
     def teardown(self):
         self.server.stop()
@@ -148,6 +143,16 @@ class KafkaliteZmqDriver(Driver):
 
     def server_requests(self):
         return self.server.requests()
+
+
+class KafkaliteZmqDriver(KafkaliteServerDriver):
+    name = "kafkalite-zmq"
+    label = "kafkalite, native protocol over ZeroMQ (produce_batch, consume_batch)"
+    transport = "zmq"
+    consumer_transport = "zmq"
+
+    def setup(self, workload, topics, work_dir):
+        return self.server.start(workload, topics, work_dir)
 
     @classmethod
     def producer(cls, endpoint, workload):

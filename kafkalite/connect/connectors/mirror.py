@@ -20,7 +20,7 @@ whose ``bootstrap.servers`` is the TARGET cluster; the source cluster is
   After each offset commit the task writes offset syncs (upstream offset ->
   downstream offset: the first and last record of each partition copied
   since the previous commit and one every ``offset.lag.max``) to ``mm2-offset-syncs.<target alias>.internal`` on the
-  source cluster, in MM2's binary format.
+  source cluster, in MM2's binary format (mirror_records.py).
 - MirrorCheckpointConnector: every ``emit.checkpoints.interval.seconds``
   translates the committed offsets of the groups matching ``groups`` through
   the offset syncs (MM2's rule: a sync at exactly the committed offset maps
@@ -57,13 +57,14 @@ from __future__ import annotations
 import bisect
 import logging
 import re
-import struct
 import threading
 import time
 from dataclasses import dataclass
 
 from kafkalite.connect.api import SourceConnector, SourceRecord, SourceRecordBatch, SourceTask
 from kafkalite.connect.config import HIGH, STRING, ConfigDef, one_of
+from kafkalite.connect.connectors.mirror_records import (decode_offset_sync, encode_checkpoint,
+                                                         encode_heartbeat, encode_offset_sync)
 from kafkalite.connect.errors import ConnectException
 
 log = logging.getLogger("kafkalite.connect.mirror")
@@ -290,58 +291,6 @@ def ensure_topic(admin, name: str, partitions: int = 1, config: dict | None = No
         admin.create_topics([NewTopic(name, partitions, config=dict(config or {}))])[name].result()
     except TopicAlreadyExistsError:
         pass
-
-
-# ---- MM2's record formats (Kafka's protocol Struct encoding: int16-length strings) -----------
-
-def _str(s: str) -> bytes:
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
-
-
-def _read_str(buf: bytes, pos: int) -> tuple[str, int]:
-    (n,) = struct.unpack_from(">h", buf, pos)
-    return buf[pos + 2:pos + 2 + n].decode(), pos + 2 + n
-
-
-def encode_offset_sync(topic, partition, upstream, downstream) -> tuple[bytes, bytes]:
-    """OffsetSync: key {topic, partition}, value {upstreamOffset, downstreamOffset}."""
-    return _str(topic) + struct.pack(">i", partition), struct.pack(">qq", upstream, downstream)
-
-
-def decode_offset_sync(key: bytes, value: bytes) -> tuple[str, int, int, int]:
-    topic, pos = _read_str(key, 0)
-    (partition,) = struct.unpack_from(">i", key, pos)
-    upstream, downstream = struct.unpack(">qq", value)
-    return topic, partition, upstream, downstream
-
-
-def encode_checkpoint(group, topic, partition, upstream, downstream, metadata=""):
-    """Checkpoint: key {group, topic, partition}; value version 0 + {upstreamOffset,
-    downstreamOffset, metadata}. ``topic`` is the topic on the target cluster (the
-    renamed one, ``east.orders``: MirrorCheckpointTask.renameTopicPartition), the one a
-    consumer switched over reads and RemoteClusterUtils.translateOffsets answers for."""
-    return (_str(group) + _str(topic) + struct.pack(">i", partition),
-            struct.pack(">hqq", 0, upstream, downstream) + _str(metadata or ""))
-
-
-def decode_checkpoint(key: bytes, value: bytes) -> tuple[str, str, int, int, int]:
-    return decode_checkpoint_with_metadata(key, value)[:5]
-
-
-def decode_checkpoint_with_metadata(key: bytes, value: bytes) -> tuple[str, str, int, int,
-                                                                       int, str]:
-    """(group, topic, partition, upstream offset, downstream offset, metadata)."""
-    group, pos = _read_str(key, 0)
-    topic, pos = _read_str(key, pos)
-    (partition,) = struct.unpack_from(">i", key, pos)
-    _, upstream, downstream = struct.unpack_from(">hqq", value)
-    metadata = _read_str(value, 18)[0] if len(value) >= 20 else ""
-    return group, topic, partition, upstream, downstream, metadata
-
-
-def encode_heartbeat(source_alias, target_alias, timestamp_ms) -> tuple[bytes, bytes]:
-    return _str(source_alias) + _str(target_alias), struct.pack(">hq", 0, timestamp_ms)
 
 
 class OffsetSyncStore:

@@ -7,7 +7,11 @@ What it holds:
 
 - distributed_herder.py: ``DistributedHerder``, the Herder of a worker in
   a Connect cluster (connect/herder.py holds the base Herder and the
-  standalone mode's);
+  standalone mode's), with the parts it inherits: connector_views.py
+  (reads from the views, tracked topics), leader_forwarding.py (the
+  leader's config writes, calls forwarded to the leader or an owner),
+  offset_admin.py (KIP-875 offsets) and leader_duties.py (session key
+  rotation, KIP-618 zombie fencing);
 - group_member.py: ``WorkerGroupMember``, a worker's group membership;
 - assignor.py: the assignment units and ``IncrementalCooperativeAssignor``
   (KIP-415), the leader's assignment;

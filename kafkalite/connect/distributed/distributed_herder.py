@@ -18,12 +18,14 @@ What it may import: the rest of connect/distributed/, connect/ (herder.py,
 worker.py, errors.py, signature.py, rest_login.py, clients.py, plugins.py,
 config.py), kafkalite.errors and the standard library.
 
-Longer than 900 lines: ``DistributedHerder`` is one class as Kafka's is,
-its state (the local connectors and tasks, the leadership, the pending
-task configs) guarded by the herder's lock and ``_leadership`` together;
-what could stand alone (membership, assignment, the internal topics) is
-in the sibling modules, and cutting the class into mixins would spread
-one lock's invariants over several files.
+The class is put together from one module a concern, whose classes it
+inherits: the reads from the views and the tracked topics
+(connector_views.py), the config writes the leader makes and the calls
+forwarded to the leader or a unit's owner (leader_forwarding.py), the
+offsets API (offset_admin.py) and the leader's duties, session key and
+zombie fencing (leader_duties.py). One state, set in ``__init__`` here,
+guarded by the herder's lock (``_lock``) and ``_leadership``: those
+modules take the same locks, and hold no state of their own.
 """
 from __future__ import annotations
 
@@ -35,38 +37,26 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from kafkalite.connect.distributed.assignor import (IncrementalCooperativeAssignor,
-                                                    connector_unit, parse_unit, task_unit,
-                                                    unit_connector)
+from kafkalite.connect.distributed.assignor import (IncrementalCooperativeAssignor, connector_unit,
+                                                    parse_unit, task_unit, unit_connector)
+from kafkalite.connect.distributed.connector_views import ConnectorViews
 from kafkalite.connect.distributed.group_member import WorkerGroupMember
-from kafkalite.connect.distributed.internal_topics import (LOGGER_CLUSTER_PREFIX,
-                                                           TASK_COUNT_PREFIX,
-                                                           TOPIC_STATUS_PREFIX,
-                                                           TOPIC_STATUS_SEPARATOR,
-                                                           InternalTopics)
-from kafkalite.connect.errors import (REBALANCE_CONFLICT, BadRequestException, ConnectException,
-                                      ForbiddenException, NotFoundException, NotLeaderException,
-                                      RebalanceNeededException)
-from kafkalite.connect.herder import (HEALTHY, STARTING, UNHEALTHY, Herder, ask_connector,
-                                      check_offsets, not_stopped, offsets_answer, restart_plan,
-                                      sink_offsets_of)
-from kafkalite.connect.rest_login import CALLER
-from kafkalite.connect.signature import (ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_KEY_TTL_MS,
-                                         SESSION_KEY, SessionKey, sign, verify)
+from kafkalite.connect.distributed.internal_topics import InternalTopics
+from kafkalite.connect.distributed.leader_duties import LeaderDuties, transactional_producer_id
+from kafkalite.connect.distributed.leader_forwarding import LeaderForwarding
+from kafkalite.connect.distributed.offset_admin import OffsetAdmin
+from kafkalite.connect.errors import ConnectException, NotFoundException, RebalanceNeededException
+from kafkalite.connect.herder import HEALTHY, STARTING, UNHEALTHY, Herder
+from kafkalite.connect.signature import ALGORITHMS, DEFAULT_ALGORITHM, DEFAULT_KEY_TTL_MS
 
 log = logging.getLogger("kafkalite.connect")
 
-# how long a config write waits out a rebalance for a leader before its 409
-LEADER_WAIT_S = 15.0
 # a task config write the owner could not hand to the leader is tried again this often (and
 # the leader's duties, session key rotation and zombie fencing, run as often)
 TASK_CONFIG_RETRY_S = 0.5
 # How long a source task starting from new task configs waits for the tasks
 # of the earlier configs on other workers to stop (_predecessors_running)
 PREDECESSOR_WAIT_S = 5.0
-# how long an offsets change waits for the stopped connector's tasks to end
-# on their owners (their last offset commit) before going ahead anyway
-TASKS_STOPPED_WAIT_S = 10.0
 # Kafka's defaults: how long a worker may take to read the config topic up to an
 # assignment's config offset (and the leader to its end), and how long one that could
 # not waits, out of the group, before it rejoins
@@ -76,28 +66,6 @@ TASKS_STOPPED_WAIT_S = 10.0
 HEALTH_CHECK_TIMEOUT_S = 10.0
 DEFAULT_WORKER_SYNC_TIMEOUT_MS = 3_000
 DEFAULT_WORKER_UNSYNC_BACKOFF_MS = 300_000
-
-
-def transactional_producer_id(group_id: str) -> str:
-    """The transactional.id of a Connect group's leader (Kafka's
-    DistributedConfig.transactionalProducerId)."""
-    return f"connect-cluster-{group_id}"
-
-
-def fence_producers(client_config: dict, transactional_ids: list[str]) -> None:
-    """Fence every producer of ``transactional_ids`` (Kafka's
-    Admin.fenceProducers): an InitProducerId for each id bumps its epoch
-    and aborts its open transaction, so an earlier holder's next write or
-    commit fails and what it left open never becomes visible. Our
-    AdminClient has no fenceProducers; a transactional Producer's
-    init_transactions sends that same InitProducerId."""
-    from kafkalite.connect.clients import Producer
-    for tid in transactional_ids:
-        p = Producer({**client_config, "transactional.id": tid, "linger.ms": 0})
-        try:
-            p.init_transactions(30)
-        finally:
-            p.close(5)
 
 
 def _algorithms(value) -> list[str]:
@@ -119,7 +87,8 @@ class _LocalTask:
         self.waiting_since = None  # monotonic: since when its start waits for predecessors
 
 
-class DistributedHerder(Herder):
+class DistributedHerder(ConnectorViews, LeaderForwarding, OffsetAdmin, LeaderDuties,
+                        Herder):
     """A Herder whose connectors and tasks are those the group assigned to
     this worker; reads come from the internal topics' views, writes go to
     the config topic through the group's leader. A connector this worker
@@ -629,71 +598,6 @@ class DistributedHerder(Herder):
                     if self._pending_task_configs.get(name) is configs:
                         del self._pending_task_configs[name]
 
-    def _to_leader(self, method, path, body):
-        """An internal request of this worker's own to the leader's REST API,
-        signed with the session key (marked as forwarded: a worker that is no
-        longer the leader answers 409)."""
-        leader = self.leader_url
-        if leader is None:
-            raise RebalanceNeededException(f"{REBALANCE_CONFLICT}: no leader known")
-        key = self.internal.session_key
-        if key is None:
-            raise RebalanceNeededException(f"{REBALANCE_CONFLICT}: no session key read yet")
-        data = json.dumps(body).encode()
-        return self._http(leader + path + "?forward=false", method, data, f"the leader {leader}",
-                          timeout=30, headers=sign(key, self.signature_algorithm, data))
-
-    # ---- the leader's duties (KIP-507 session key, KIP-618 zombie fencing) -----------------
-
-    def _rotate_session_key(self) -> None:
-        """A new session key when there is none or the current one is older
-        than ``inter.worker.key.ttl.ms`` (Kafka's leader does the same on
-        each tick); the leader signs with it once it has read it back."""
-        key = self.internal.session_key
-        if key is not None and not key.expired(self.key_ttl_ms):
-            return
-        new = SessionKey.generate(self.key_algorithm, self.key_size)
-        self.internal.write_config([(SESSION_KEY, new.record())])
-        log.info("connect group %s: new session key of %d written", self.group_id,
-                 new.creation_timestamp)
-        self.internal.wait(lambda: self.internal.session_key == new, 10)
-
-    def _fence_zombies(self) -> None:
-        """KIP-618: for each exactly-once source connector whose task configs
-        are newer than its last task count record, fence the producers of
-        every earlier generation's tasks (transactional ids of tasks 0 up to
-        the largest earlier task count: a task the new generation no longer
-        has would otherwise live on as a zombie, as no new incarnation of it
-        fences it), then write ``task-count-record-<name>``
-        ``{"task-count": N}``. No task of the new generation starts before
-        (``_start_local_task``)."""
-        if not self.exactly_once:
-            return
-        from kafkalite.connect import plugins
-        with self.internal._lock:
-            pending = {name: (max(before, self.internal.task_count_records.get(name, 0)),
-                              len(self.internal.task_configs.get(name, [])))
-                       for name, before in self.internal.pending_fencing.items()
-                       if name in self.internal.configs}
-            classes = {name: self.internal.configs[name].get("connector.class")
-                       for name in pending}
-        for name, (previous, count) in pending.items():
-            try:
-                if plugins.connector_class(classes[name]).TYPE != "source":
-                    continue
-            except Exception:  # noqa: BLE001 -- an unknown class runs no task to fence
-                continue
-            ids = [self.worker.task_transactional_id(name, i) for i in range(previous)]
-            fence_producers(self.worker.client_config, ids)
-            self.internal.write_config([(TASK_COUNT_PREFIX + name, {"task-count": count})])
-            log.info("connector %s: fenced the producers of %d earlier tasks; task count %d "
-                     "recorded", name, previous, count)
-            self.internal.wait(lambda: name not in self.internal.pending_fencing, 10)
-
-    def _pending_fencing(self, name) -> bool:
-        with self.internal._lock:
-            return name in self.internal.pending_fencing
-
     def _start_local_task(self, lt: _LocalTask, offsets_read: bool = False) -> None:
         """Start ``lt`` from the configs in the view. ``offsets_read``: the
         offset store was read to its end since its predecessors stopped
@@ -863,398 +767,3 @@ class DistributedHerder(Herder):
         if self._sender is not None:
             self._sender.join(30)
         self.internal.stop()
-
-    # ---- reads: from the views -------------------------------------------------------------
-
-    def _config(self, name):
-        with self.internal._lock:
-            config = self.internal.configs.get(name)
-        if config is None:
-            raise NotFoundException(f"Connector {name} not found")
-        return config
-
-    def _connector_config_or_none(self, name):
-        with self.internal._lock:
-            return self.internal.configs.get(name)
-
-    def connectors(self):
-        with self.internal._lock:
-            return sorted(self.internal.configs)
-
-    def connector_config(self, name):
-        return dict(self._config(name))
-
-    def _status_of(self, name):
-        with self.internal._lock:
-            return self.internal.status.get(f"status-connector-{name}")
-
-    def _task_configs(self, name) -> list[dict]:
-        with self.internal._lock:
-            return list(self.internal.task_configs.get(name, []))
-
-    def connector_info(self, name):
-        config = self._config(name)
-        st = self._status_of(name) or {}
-        from kafkalite.connect import plugins
-        return {"name": name, "config": dict(config),
-                "tasks": [{"connector": name, "task": i}
-                          for i in range(len(self._task_configs(name)))],
-                "type": st.get("type") or plugins.connector_class(config["connector.class"]).TYPE}
-
-    def task_configs(self, name):
-        self._config(name)
-        return [{"id": {"connector": name, "task": i}, "config": dict(tc)}
-                for i, tc in enumerate(self._task_configs(name))]
-
-    def status(self, name):
-        info = self.connector_info(name)
-        st = self._status_of(name) or {"state": "UNASSIGNED", "worker_id": None}
-        tasks = [self.task_status(name, t["task"]) for t in info["tasks"]]
-        conn = {"state": st["state"], "worker_id": st["worker_id"]}
-        if st.get("trace"):
-            conn["trace"] = st["trace"]
-        return {"name": name, "connector": conn, "tasks": tasks, "type": info["type"]}
-
-    def task_status(self, name, task_id):
-        self._config(name)
-        if not 0 <= task_id < len(self._task_configs(name)):
-            raise NotFoundException(f"Task {name}-{task_id} not found")
-        with self.internal._lock:
-            st = self.internal.status.get(f"status-task-{name}-{task_id}")
-        if st is None:      # configured, not started anywhere yet
-            return {"id": task_id, "state": "UNASSIGNED", "worker_id": None}
-        out = {"id": task_id, "state": st["state"], "worker_id": st["worker_id"]}
-        if st.get("trace"):
-            out["trace"] = st["trace"]
-        return out
-
-    # ---- writes: to the config topic, by the leader ---------------------------------------
-
-    def _require_leader(self, what: str, settled=None, wait: float = LEADER_WAIT_S) -> None:
-        """Return when this worker leads the group (waiting out a rebalance up
-        to ``wait`` s); else NotLeaderException with the leader's URL (None
-        when no leader is known), which the REST layer forwards there.
-        ``settled`` waits until this worker's view shows the leader's write."""
-        with self._leadership:
-            self._leadership.wait_for(lambda: self.leader_url is not None, wait)
-            leader = self.leader_url
-        if leader != self.url:
-            raise NotLeaderException(f"Only the leader can {what}", leader, settled)
-        # Kafka's leader reads the config topic to its end before a write: what it checks
-        # and writes follows every earlier leader's writes
-        if not self.internal.read_to_end(self.sync_timeout_s):
-            raise RebalanceNeededException(
-                f"{REBALANCE_CONFLICT}: the leader could not read the config topic to its end "
-                f"within {int(self.sync_timeout_s * 1000)} ms")
-
-    def put_connector_config(self, name, config, allow_replace, initial_state=None):
-        from kafkalite.connect.herder import initial_target
-        config = self._checked(name, config)          # a 400 here, leader or not
-        target = initial_target(initial_state)
-        with self.internal._lock:
-            existed = name in self.internal.configs
-        if existed and not allow_replace:
-            from kafkalite.connect.errors import AlreadyExistsException
-            raise AlreadyExistsException(f"Connector {name} already exists")
-        self._require_leader("set connector configs", lambda: self._settle(
-            lambda: self.internal.configs.get(name) == config))
-        records = []
-        if not existed and initial_state is not None:
-            # the target first: the connector's first owner starts it in that state
-            records.append((f"target-state-{name}", {"state": target}))
-        records.append((f"connector-{name}", {"properties": config}))
-        self.internal.write_config(records)
-        self.internal.wait(lambda: self.internal.configs.get(name) == config)
-        return not existed, self.connector_info(name)
-
-    def delete_connector(self, name):
-        self._config(name)
-        self._require_leader("delete connectors", lambda: self._settle(
-            lambda: name not in self.internal.configs))
-        self.internal.write_config([(f"connector-{name}", None)])
-        self.internal.wait(lambda: name not in self.internal.configs)
-        # as Kafka's onDeletion: a connector created again under the name starts afresh
-        self._write_topic_tombstones(name)
-
-    def _target(self, name, state):
-        self._config(name)
-        self._require_leader("change a connector's target state", lambda: self._settle(
-            lambda: self.internal.targets.get(name) == state))
-        self.internal.write_config([(f"target-state-{name}", {"state": state})])
-        self.internal.wait(lambda: self.internal.targets.get(name) == state)
-
-    def _settle(self, cond, timeout=10.0):
-        """After a write the leader made for this worker: wait (bounded) until
-        this worker's view shows it, so the caller's next request here sees
-        its change; the write stands either way."""
-        try:
-            self.internal.wait(cond, timeout)
-        except ConnectException:
-            log.info("config topic: this worker's view is behind the leader's write")
-
-    def pause(self, name):
-        self._target(name, "PAUSED")
-
-    def resume(self, name):
-        self._target(name, "STARTED")
-
-    def stop_connector(self, name):
-        self._target(name, "STOPPED")
-
-    def put_task_configs(self, name, configs, headers=None, body=b""):
-        """Kafka's internal ``POST /connectors/{name}/tasks``: a connector's
-        owner hands its task configs to the leader, which writes them. The
-        request's ``body`` is signed with the session key (``headers``:
-        signature.py; 400 unsigned, 403 a wrong key). Not waiting for a
-        leader: the owner tries again."""
-        if not isinstance(configs, list) or not all(isinstance(tc, dict) for tc in configs):
-            raise BadRequestException("the body is a list of task configs (objects)")
-        verify(self.internal.session_key, headers or {}, body, self.verification_algorithms)
-        self._config(name)
-        self._require_leader("write task configs", wait=0)
-        self._write_task_configs(name, configs)
-
-    # ---- calls for the owner ---------------------------------------------------------------
-
-    def _forward(self, unit, method, path, body=None):
-        """Ask the REST API of the owner of ``unit`` (a connector's or a task's);
-        returns (status, body)."""
-        owner = self.owners.get(unit)
-        what = ' task '.join(map(str, parse_unit(unit)))
-        if owner is None:
-            raise RebalanceNeededException(f"{REBALANCE_CONFLICT}: {what} has no owner yet")
-        # on the caller's behalf: the owner checks the caller's login (rest_login.py)
-        caller = CALLER.get()
-        return self._http(owner + path, method, body, f"{what}'s owner {owner}",
-                          headers={"Authorization": caller} if caller else None)
-
-    @staticmethod
-    def _http(url, method, body, who, timeout=60, headers=None):
-        """One call to another worker's REST API: (status, body); ``body`` a
-        JSON value, or bytes sent as they are (a signed body); its errors
-        raised as the Connect exceptions they stand for."""
-        data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-        req = urllib.request.Request(url, method=method, data=data,
-                                     headers={"Content-Type": "application/json",
-                                              **(headers or {})})
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                raw = r.read()
-                return r.status, json.loads(raw) if raw else None
-        except urllib.error.HTTPError as e:
-            msg = json.loads(e.read() or b"{}").get("message", str(e))
-            if e.code == 404:
-                raise NotFoundException(msg) from None
-            if e.code == 400:
-                raise BadRequestException(msg) from None
-            if e.code == 409:
-                raise RebalanceNeededException(msg) from None
-            if e.code == 403:
-                raise ForbiddenException(msg) from None
-            if e.code == 401:
-                # the owner refused the login this worker took (the password changed
-                # since): the caller's to fix, not a failure of the cluster
-                raise ForbiddenException(f"{who} refused the login: {msg}") from None
-            raise ConnectException(msg) from None
-        except OSError as e:
-            # the worker is gone (killed, stopping): the group moves its units (or elects
-            # a new leader) once its session expires; until then the request cannot be served
-            raise RebalanceNeededException(
-                f"{REBALANCE_CONFLICT}: {who} is unreachable ({e})") from None
-
-    def _connector_call(self, name, method, path, body=None):
-        self._config(name)
-        return self._forward(connector_unit(name), method, path, body)
-
-    def restart(self, name, include_tasks=False, only_failed=False):
-        """KIP-745 over the cluster: the connector restarts on its owner, each
-        task planned for a restart on its own owner."""
-        if not include_tasks and not only_failed:
-            self._restart_connector_unit(name)
-            return None
-        status = self.status(name)
-        plan_conn, plan_tasks = restart_plan(status, include_tasks, only_failed)
-        if plan_conn:
-            self._restart_connector_unit(name)
-        for i in plan_tasks:
-            self.restart_task(name, i)
-        return status
-
-    def _restart_connector_unit(self, name):
-        with self._lock:
-            c = self._connectors.get(name)
-            if c is not None:
-                self._restart_connector(c)
-                return
-        self._connector_call(name, "POST", f"/connectors/{name}/restart")
-
-    def restart_task(self, name, task_id):
-        self._config(name)
-        if not 0 <= task_id < len(self._task_configs(name)):
-            raise NotFoundException(f"Task {name}-{task_id} not found")
-        with self._lock:
-            lt = self._tasks.get((name, task_id))
-            if lt is not None:
-                self._stop_local_task(lt)
-                self._start_local_task(lt)
-                return
-        self._forward(task_unit(name, task_id), "POST",
-                      f"/connectors/{name}/tasks/{task_id}/restart")
-
-    # ---- offsets (KIP-875): read on any worker, changed by the leader --------------------
-
-    def _kind(self, name, config) -> str:
-        st = self._status_of(name) or {}
-        if st.get("type"):
-            return st["type"]
-        from kafkalite.connect import plugins
-        return plugins.connector_class(config["connector.class"]).TYPE
-
-    def offsets(self, name):
-        """From the offsets topic (source) or the connector's consumer group
-        (sink), on whichever worker is asked, as Kafka's."""
-        config = self._config(name)
-        if self._kind(name, config) != "source":
-            return self._sink_offsets(name)
-        store = self.worker.offsets
-        if hasattr(store, "refresh"):
-            store.refresh()        # the connector's tasks commit from their own workers
-        return self._source_offsets(name)
-
-    def alter_offsets(self, name, offsets):
-        self._config(name)
-        check_offsets(offsets)                        # a 400 here, leader or not
-        self._require_leader("modify connector offsets")
-        handled = self._modify_offsets(
-            name, [(o["partition"], o.get("offset")) for o in offsets], offsets)
-        return offsets_answer(False, handled)
-
-    def reset_offsets(self, name):
-        self._config(name)
-        self._require_leader("modify connector offsets")
-        return offsets_answer(True, self._modify_offsets(name, None, None))
-
-    def _modify_offsets(self, name, pairs, body) -> bool:
-        """Kafka's DistributedHerder.modifyConnectorOffsets, on the leader
-        (which has read the config topic to its end): only a STOPPED
-        connector with no task configs left (none of its tasks runs
-        anywhere), else 400. ``pairs``: [(partition, offset or None)] to
-        alter, None to reset all. A source connector's go to the offsets
-        topic; under exactly-once support its tasks' producers are fenced
-        first and the offsets written in a transaction of its task 0's
-        transactional id (Kafka's Worker.modifySourceConnectorOffsets), so no
-        zombie task commits over them. A sink connector's are its consumer
-        group's (``connect-<name>``), changed with the admin client. The
-        connector's own alter_offsets hook is asked first (ask_connector);
-        its answer is returned."""
-        with self.internal._lock:
-            config = self.internal.configs.get(name)
-            target = self.internal.targets.get(name, "STARTED")
-            tasks = len(self.internal.task_configs.get(name, []))
-        if config is None:
-            raise NotFoundException(f"Connector {name} not found")
-        if target != "STOPPED" or tasks:
-            raise not_stopped(name)
-        self._await_tasks_stopped(name)
-        if self._kind(name, config) != "source":
-            if pairs is None:
-                handled = ask_connector(name, config, self._sink_reset_map(name))
-                self._reset_sink(name)
-            else:
-                wanted = sink_offsets_of(body)
-                handled = ask_connector(name, config, wanted)
-                self._alter_sink(name, wanted)
-            return handled
-        store = self.worker.offsets
-        if hasattr(store, "refresh"):
-            store.refresh()
-        if pairs is None:
-            pairs = [(p, None) for p, _ in store.offsets_of(name)]
-        handled = ask_connector(name, config, pairs)
-        if not pairs:
-            return handled
-        if self.exactly_once and hasattr(store, "records_for"):
-            self._write_offsets_transactionally(name, pairs)
-        else:
-            store.put(name, pairs)
-        return handled
-
-    def _await_tasks_stopped(self, name, timeout: float = TASKS_STOPPED_WAIT_S) -> None:
-        """No task configs left does not mean no task runs: each owner stops
-        its tasks when it reads the change, and a source task commits its
-        offsets once more as it ends, which would land over a reset done
-        meanwhile (a fresh-clone run saw {"n": 4} come back after DELETE
-        /offsets). Each owner removes its task's status once the task has
-        ended; wait for those to be gone. A status left by a worker that
-        died is not waited for past ``timeout`` (logged)."""
-        prefix = f"status-task-{name}-"
-        deadline = time.monotonic() + timeout
-        while True:
-            with self.internal._lock:
-                left = sorted(k for k, v in self.internal.status.items()
-                              if k.startswith(prefix) and v is not None)
-            if not left or time.monotonic() >= deadline:
-                break
-            time.sleep(0.05)
-        if left:
-            log.warning("connector %s: changing its offsets although %s still show a task "
-                        "(a worker that died?)", name, ", ".join(left))
-
-    def _write_offsets_transactionally(self, name, pairs) -> None:
-        from kafkalite.connect.clients import Producer
-        with self.internal._lock:
-            count = max(self.internal.max_task_counts.get(name, 0),
-                        self.internal.task_count_records.get(name, 0),
-                        self.internal.pending_fencing.get(name, 0))
-        fence_producers(self.worker.client_config,
-                        [self.worker.task_transactional_id(name, i) for i in range(count)])
-        store = self.worker.offsets
-        p = Producer({**self.worker.client_config, "linger.ms": 0,
-                      "transactional.id": self.worker.task_transactional_id(name, 0)})
-        try:
-            p.init_transactions(30)
-            p.begin_transaction()
-            for key, value in store.records_for(name, pairs):
-                p.produce(store.topic, key=key, value=value)
-            p.commit_transaction(30)
-        finally:
-            p.close(5)
-        store.remember(name, pairs)
-        log.info("connector %s: fenced the producers of its %d tasks; %d offsets written in "
-                 "a transaction", name, count, len(pairs))
-
-    # ---- KIP-558 active topics, KIP-976 cluster log levels ----------------------------------
-
-    def _write_topic_status(self, status: dict) -> None:
-        key = f"{TOPIC_STATUS_PREFIX}{status['name']}{TOPIC_STATUS_SEPARATOR}" \
-              f"{status['connector']}"
-        self.internal.write(self.internal.status_topic, key, {"topic": status})
-
-    def _topic_keys(self, name) -> list[str]:
-        with self.internal._lock:
-            return [k for k, v in self.internal.status.items()
-                    if k.startswith(TOPIC_STATUS_PREFIX) and v["topic"]["connector"] == name]
-
-    def _write_topic_tombstones(self, name) -> None:
-        keys = self._topic_keys(name)
-        if keys:
-            self.internal.write_many(self.internal.status_topic, [(k, None) for k in keys])
-
-    def topics(self, name):
-        self._tracking("Topic tracking is disabled.")
-        self._config(name)
-        with self.internal._lock:
-            return sorted(self.internal.status[k]["topic"]["name"] for k in self._topic_keys(name))
-
-    def reset_topics(self, name):
-        self._tracking("Topic tracking is disabled.")
-        if not self.worker.topic_tracking_reset:
-            from kafkalite.connect.errors import ForbiddenException
-            raise ForbiddenException("Topic tracking reset is disabled.")
-        self._config(name)
-        self._write_topic_tombstones(name)
-
-    def set_cluster_logger_level(self, namespace, level):
-        # any worker writes it, as Kafka's putLoggerLevel; each applies it as it reads it
-        self.internal.write(self.internal.config_topic, LOGGER_CLUSTER_PREFIX + namespace,
-                            {"level": str(level).upper()})

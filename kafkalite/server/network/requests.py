@@ -367,25 +367,20 @@ class RequestDispatcher:
         the path did not take it -- nothing done, ``dispatch`` serves it.
         Raises what the path raised (a fault: the caller answers it as
         ``dispatch`` would)."""
-        fn = self.at_once.get(header.api_key)
-        if fn is None or self.gate is not None or (self.quotas is not None
-                                                     and self.quotas.enabled):
-            return None
-        versions = SUPPORTED_VERSIONS[header.api_key]
-        if not versions[0] <= header.api_version <= versions[1]:
-            return None
-        started = time.perf_counter()
-        result = fn(body)
-        if result is not None and self.stats is not None:
-            self.stats.observe(header.api_key, time.perf_counter() - started)
-        return result
+        return self._at_once(self.at_once, header, body)
 
     def answer_frame_at_once(self, header: RequestHeader, payload):
         """As ``answer_at_once`` for a request not decoded yet: ``payload``
         is its frame (header + body), ``header`` its peeked header. The
         answer's TCP frame (a bytes-like, size prefix and all), a response
         body, NO_RESPONSE, or None: nothing done, the caller decodes it."""
-        fn = self.frames_at_once.get(header.api_key)
+        return self._at_once(self.frames_at_once, header, payload)
+
+    def _at_once(self, table: dict, header: RequestHeader, request):
+        """``table``'s one-pass handler of the request's API, if it may take
+        it, called with ``request`` (a body or a frame) and timed; None
+        when it may not (answer_at_once, answer_frame_at_once)."""
+        fn = table.get(header.api_key)
         if fn is None or self.gate is not None or (self.quotas is not None
                                                      and self.quotas.enabled):
             return None
@@ -393,7 +388,7 @@ class RequestDispatcher:
         if not versions[0] <= header.api_version <= versions[1]:
             return None
         started = time.perf_counter()
-        result = fn(payload)
+        result = fn(request)
         if result is not None and self.stats is not None:
             self.stats.observe(header.api_key, time.perf_counter() - started)
         return result
