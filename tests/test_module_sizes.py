@@ -53,9 +53,6 @@ MODULE_EXCEPTIONS: dict[str, tuple[int, str]] = {
     "kafkalite/storage/log.py": (
         994, "append, read, retention, truncation, DeleteRecords and tiering change one "
              "segment list, offsets and producer state under one owner"),
-    "kafkalite/client/producer/sender.py": (
-        948, "the producer's send loop: batching, in-flight requests, retries and "
-             "idempotence act on the same per-partition queues"),
     "kafkalite/server/auth/request_authorization.py": (
         939, "the authorization rules of every API, one table of Kafka's per-request checks"),
     "kafkalite/client/consumer.py": (
