@@ -52,23 +52,18 @@ A throwaway PostgreSQL cluster (tests/postgres.py) and a kafkalite server
    reading the schemaful topic of 2. into Parquet files, timed from its
    creation until its group committed every record (committed = in files).
 
-CDC (``--only cdc``, ``--changes``, default ``--rows`` / 2; a PostgreSQL
-with ``wal_level=logical``): a table of 5,000 rows (the bench table's
-columns) is snapshotted by the PostgresCdcSourceConnector (Debezium's
-envelope, JsonConverter with schemas, the worker's default offset flush
-interval); then ``--changes`` changes are committed in transactions of 500
-(each a DELETE of 100 rows, an UPDATE of 250, an INSERT of 150, in that
-order: one change per row), timed from the first change until the topic's
-high watermark holds every change event (an insert or update one record, a
-delete two: its event and the tombstone). The writer's own rate is printed
-beside it (the connector cannot go faster). Ceiling: a second slot
-(pgoutput, the same publication) created before the changes, read after
-the connector's run by ``pg_logical_slot_get_binary_changes`` 10,000
-messages a call (the SQL interface cdc.py reads through) with each call's
-pgoutput messages produced as they are by ``produce_batch`` (acknowledged).
-Nothing applies the events to a mirror table: the repo has no sink of
-Debezium's envelope (no ExtractNewRecordState), so the figure stops at the
-topic.
+CDC (``--only cdc``) and the JDBC sink in upsert mode (``--only upsert``):
+``--rounds`` rounds (default 3), each pipeline beside its ceiling in the
+same round, the two taking turns going first, the load average beside
+each round, CPU a row or change in this process and in PostgreSQL; see
+benchmarks/connect_cdc.py. CDC: the initial snapshot of
+``--snapshot-rows`` rows against ``COPY ... TO`` + ``produce_batch``, and
+``--changes`` changes (2/3 inserts then 1/3 updates, issue 75's 20k + 10k)
+streamed from the slot against a second slot read by
+``pg_logical_slot_get_binary_changes`` + ``produce_batch``. Upsert:
+``--upsert-rows`` rows from a topic of JsonConverter envelopes against
+``consume_batch`` + COPY into a staging table + ``INSERT ... ON CONFLICT``.
+Issue 75's target: 0.5x of the ceiling (CDC: 20,000 changes/s or more).
 
 MirrorMaker 2 (``--only mirror``, ``--records``, default ``--rows``): a
 second kafkalite server (2 workers) is the target cluster; ``--records``
@@ -404,121 +399,6 @@ def through_connect(server, dsn, table, rows, batch, schemas: bool, work) -> flo
         worker.stop()
 
 
-CDC_TABLE, CDC_BASE_ROWS, CDC_TXN = "cdc_rows", 5_000, 500
-CDC_PREFIX = "cdcbench"
-
-
-def cdc_events(changes: int) -> int:
-    """The records ``changes`` changes make (write_cdc_changes' mix): a
-    delete's event and its tombstone, one record for the others."""
-    txns = changes // CDC_TXN
-    return txns * (100 * 2 + 250 + 150)
-
-
-def write_cdc_changes(dsn: str, changes: int) -> float:
-    """``changes`` changes in transactions of 500 (100 deletes, 250 updates,
-    150 inserts of the table of CDC_BASE_ROWS rows, ids kept a sliding
-    window): seconds."""
-    import psycopg
-    lo, hi = 1, CDC_BASE_ROWS + 1      # the live ids: [lo, hi)
-    start = time.perf_counter()
-    with psycopg.connect(dsn) as c:
-        for _ in range(changes // CDC_TXN):
-            c.execute(f"DELETE FROM {CDC_TABLE} WHERE id >= %s::bigint AND id < %s::bigint",
-                      (lo, lo + 100))
-            lo += 100
-            c.execute(f"UPDATE {CDC_TABLE} SET amount = amount + 1, name = md5(id::text || "
-                      f"amount::text)::varchar(20), modified = modified + INTERVAL '1 second' "
-                      f"WHERE id >= %s::bigint AND id < %s::bigint", (lo, lo + 250))
-            c.execute(f"INSERT INTO {CDC_TABLE} (id, name, amount, modified) SELECT g, "
-                      f"md5(g::text)::varchar(20), g * 0.25, TIMESTAMP '2024-01-01' + g * "
-                      f"INTERVAL '1 millisecond' FROM generate_series(%s::bigint, %s::bigint) g",
-                      (hi, hi + 149))
-            hi += 150
-            c.commit()
-    return time.perf_counter() - start
-
-
-def cdc_setup(server, dsn: str) -> str:
-    """The table (CDC_BASE_ROWS rows), its publication, the ceiling's slot
-    and the connector's topic: the ceiling's slot name."""
-    import psycopg
-    with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute(f"CREATE TABLE {CDC_TABLE} (id BIGINT PRIMARY KEY, name TEXT, amount DOUBLE "
-                  f"PRECISION, modified TIMESTAMP)")
-        c.execute(f"INSERT INTO {CDC_TABLE} SELECT g, md5(g::text)::varchar(20), g * 0.25, "
-                  f"TIMESTAMP '2024-01-01' + g * INTERVAL '1 millisecond' FROM "
-                  f"generate_series(1, %s) g", (CDC_BASE_ROWS,))
-        c.execute(f"CREATE PUBLICATION cdc_pub FOR TABLE {CDC_TABLE}")
-        c.execute("SELECT pg_create_logical_replication_slot('cdc_ceiling', 'pgoutput')")
-    create_topic(server, f"{CDC_PREFIX}.public.{CDC_TABLE}")
-    return "cdc_ceiling"
-
-
-def cdc_connect(server, dsn: str, changes: int, work: str) -> tuple[float, float]:
-    """The PostgresCdcSourceConnector: its snapshot, then ``changes``
-    changes written: (seconds from the first change until the topic holds
-    every event, seconds the writer took)."""
-    from kafkalite.client import Consumer, TopicPartition
-    from kafkalite.connect import Herder, Worker
-    from kafkalite.connect.offsets import FileOffsetStore
-    worker = Worker({"bootstrap.servers": server.bootstrap},
-                    FileOffsetStore(os.path.join(work, "offsets-cdc.json")))
-    worker.start()
-    herder = Herder(worker)
-    c = Consumer({"bootstrap.servers": server.bootstrap})
-    tp = TopicPartition(f"{CDC_PREFIX}.public.{CDC_TABLE}", 0)
-
-    def until(n):
-        wait_for_connectors(herder, ("cdc",), lambda: c.get_watermark_offsets(tp)[1] >= n)
-    try:
-        herder.put_connector_config("cdc", {
-            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-            "connection.url": "jdbc:" + dsn, "topic.prefix": CDC_PREFIX,
-            "slot.name": "cdc_connect", "publication.name": "cdc_pub"}, False)
-        until(CDC_BASE_ROWS)                # the snapshot
-        start = time.perf_counter()
-        wrote = write_cdc_changes(dsn, changes)
-        until(CDC_BASE_ROWS + cdc_events(changes))
-        return time.perf_counter() - start, wrote
-    finally:
-        c.close()
-        herder.stop()
-        worker.stop()
-
-
-def cdc_ceiling(server, dsn: str, slot: str, changes: int) -> float:
-    """The changes read from ``slot`` by pg_logical_slot_get_binary_changes,
-    10,000 messages a call, each call's pgoutput messages produced by
-    ``produce_batch`` and acknowledged: seconds."""
-    import psycopg
-
-    from kafkalite.client import Producer
-    topic = "cdc-ceiling"
-    create_topic(server, topic)
-    p = Producer({"bootstrap.servers": server.bootstrap})
-    try:
-        with psycopg.connect(dsn, autocommit=True) as c:
-            start = time.perf_counter()
-            got = 0
-            while True:
-                rows = c.execute("SELECT data FROM pg_logical_slot_get_binary_changes(%s, NULL, "
-                                 "10000, 'proto_version', '1', 'publication_names', 'cdc_pub')",
-                                 (slot,)).fetchall()
-                if not rows:
-                    break
-                got += len(rows)
-                p.produce_batch(topic, [r[0] for r in rows], partition=0)
-            if p.flush(120):
-                raise RuntimeError("the ceiling's records were not acknowledged")
-            took = time.perf_counter() - start
-        if got < changes:
-            raise RuntimeError(f"the ceiling's slot held {got} messages, not {changes} changes")
-        return took
-    finally:
-        p.close()
-
-
 MIRROR_TOPIC, MIRROR_ALIAS = "mirrored", "src"
 
 
@@ -628,20 +508,25 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--lines", type=int, default=None, help="file lines (default: --rows)")
     ap.add_argument("--batch", type=int, default=10_000, help="batch.max.rows")
-    common.add_quick(ap, "20,000 rows and lines, 10,000 CDC changes (an option given wins)")
-    ap.add_argument("--changes", type=int, default=None,
-                    help="CDC changes (default: --rows / 2; a multiple of 500)")
+    common.add_quick(ap, "20,000 rows and lines, 6,000 CDC changes, 5,000 snapshot rows, "
+                         "10,000 upserts, one round (an option given wins)")
+    ap.add_argument("--changes", type=int, default=30_000,
+                    help="CDC changes streamed (2/3 inserts, 1/3 updates)")
+    ap.add_argument("--snapshot-rows", type=int, default=20_000, help="CDC snapshot rows")
+    ap.add_argument("--upsert-rows", type=int, default=100_000, help="rows upserted")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of cdc and upsert")
     ap.add_argument("--records", type=int, default=None,
                     help="records mirrored (--only mirror; default: --rows)")
     ap.add_argument("--only", default="file,jdbc,parquet",
                     help="comma-separated sections: file, jdbc (source and sink), parquet, cdc, "
-                         "mirror")
+                         "upsert, mirror")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "connect"))
-    args = common.parse(ap, argv, quick={"rows": 20_000, "lines": 20_000, "changes": 10_000})
+    args = common.parse(ap, argv, quick={"rows": 20_000, "lines": 20_000, "changes": 6_000,
+                                         "snapshot_rows": 5_000, "upsert_rows": 10_000,
+                                         "rounds": 1})
     rows = args.rows
     lines = args.lines or rows
-    changes = args.changes or rows // 2
-    changes -= changes % CDC_TXN
+    changes = args.changes
     records = args.records or rows
     only = set(args.only.split(","))
     # the machine's load beside the figures: the ratios to the same run's ceilings are
@@ -649,7 +534,7 @@ def main(argv=None) -> int:
     print(f"load average: {load_average()}")
     work = tempfile.mkdtemp(prefix="bench-connect-")
     pg = None
-    if only & {"jdbc", "parquet", "cdc"}:
+    if only & {"jdbc", "parquet", "cdc", "upsert"}:
         pg = PostgresServer(wal_level="logical" if "cdc" in only else None).start()
     server = launcher.ServerProcess(os.path.join(work, "data"), workers=2).start()
     target = None
@@ -711,20 +596,12 @@ def main(argv=None) -> int:
             print(f"topic -> ParquetSinkConnector: {rows:,} rows in {took:.2f} s = "
                   f"{rows / took:,.0f} rows/s "
                   f"({rows / took / figures['copy_to_parquet_rows_per_s']:.1%} of COPY + Parquet)")
-        if "cdc" in only:
-            slot = cdc_setup(server, pg.dsn)
-            took, wrote = cdc_connect(server, pg.dsn, changes, work)
-            figures["connect_cdc_changes_per_s"] = changes / took
-            print(f"PostgreSQL -> CDC source -> topic: {changes:,} changes "
-                  f"({cdc_events(changes):,} records) in {took:.2f} s = "
-                  f"{changes / took:,.0f} changes/s (the writer alone: {changes / wrote:,.0f} "
-                  f"changes/s; target 20,000 changes/s)")
-            took = cdc_ceiling(server, pg.dsn, slot, changes)
-            figures["cdc_ceiling_changes_per_s"] = changes / took
-            print(f"pg_logical_slot_get_binary_changes + produce_batch: {changes:,} changes in "
-                  f"{took:.2f} s = {changes / took:,.0f} changes/s (the CDC ceiling; the source "
-                  f"above is "
-                  f"{ratio(figures, 'connect_cdc_changes_per_s', 'cdc_ceiling_changes_per_s')})")
+        for section in ("cdc", "upsert"):
+            if section in only:
+                import connect_cdc
+                figures[section] = connect_cdc.run(section, server, pg, work, args.rounds,
+                                                   args.snapshot_rows if section == "cdc"
+                                                   else args.upsert_rows, changes)
         if "mirror" in only:
             # the source is the bench's server; the target a second one, as two clusters
             target = launcher.ServerProcess(os.path.join(work, "target"), workers=2).start()

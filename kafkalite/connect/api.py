@@ -93,7 +93,10 @@ class SourceRecordBatch:
     negative one, or None in a list: now), else ``timestamp`` for every
     record (None: now). ``headers``: one header list ([(name, bytes | str
     | None)], or None) per record, or None (no headers); the lists are
-    only read. A task may subclass it to carry what its ``commit_batch``
+    only read. ``tombstones``: the indexes, ascending, of the records whose
+    value is null with no schema (a delete's tombstone among the changes
+    of a table: the converter writes no value for them, whatever
+    ``value_schema``), or None. A task may subclass it to carry what its ``commit_batch``
     needs (the mirror's upstream offsets)."""
     topic: str
     value_schema: Schema | None
@@ -106,6 +109,7 @@ class SourceRecordBatch:
     timestamp: int | None = None
     timestamps: object = None
     headers: list | None = None
+    tombstones: list | None = None
 
     def __len__(self) -> int:
         return len(self.values)
@@ -128,6 +132,8 @@ class SourceRecordBatch:
                             self.value_schema, v, ts, hs,
                             source_partition=self.source_partition)
                for k, v, ts, hs in zip(keys, self.values, stamps, headers)]
+        for i in self.tombstones or ():
+            out[i].value_schema = out[i].value = None
         if out:
             out[-1].source_offset = self.source_offset
         return out

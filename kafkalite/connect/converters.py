@@ -55,7 +55,8 @@ _C_ENCODE = None if json.encoder.c_make_encoder is None else json.encoder.c_make
 def _struct_writer(schema: Schema):
     """A function writing a struct value of ``schema`` (a dict) as JSON text,
     made once per schema: each field's text straight from its value where it
-    is an int, a finite float, a bool, a str or a UTC timestamp, and through
+    is an int, a finite float, a bool, a str, a UTC timestamp or a struct (a
+    dict, by a writer of its own), and through
     to_json_value and the encoder otherwise, so its output is the general
     path's (``_dumps(struct_encoder(schema)(v))``) byte for byte."""
     from kafkalite.connect import data as cdata
@@ -80,6 +81,11 @@ def _struct_writer(schema: Schema):
         elif name == cdata.TIMESTAMP:
             fast = (f"int_repr(({x} - EPOCH) // MS) if type({x}) is datetime and "
                     f"{x}.tzinfo is UTC else ")
+        elif t == "struct":
+            # a nested struct (Debezium's before, after and source) by its own writer:
+            # to_json_value of a struct is its fields' values, as the writer writes them
+            env[f"w{i}"] = _struct_writer(f.schema)
+            fast = f"w{i}({x}) if type({x}) is dict else "
         else:
             fast = ""
         reads.append(f"{x} = g({f.name!r})")

@@ -333,8 +333,16 @@ class WorkerSourceTask(WorkerTask):
         False (nothing sent) when a converter refused a value: the caller
         then goes record by record, through the error tolerance."""
         try:
+            values = batch.values
+            if batch.tombstones:
+                # the others converted as one batch, the tombstones' null put back
+                gone = set(batch.tombstones)
+                values = [v for i, v in enumerate(values) if i not in gone]
             values = self.value_converter.from_connect_batch(batch.topic, batch.value_schema,
-                                                             batch.values)
+                                                             values)
+            if batch.tombstones:
+                it = iter(values)
+                values = [None if i in gone else next(it) for i in range(len(batch.values))]
             keys = None if batch.keys is None else self.key_converter.from_connect_batch(
                 batch.topic, batch.key_schema, batch.keys)
         except DataException:

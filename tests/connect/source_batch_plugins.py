@@ -13,7 +13,7 @@ import json
 import time
 
 from kafkalite.connect import SourceConnector, SourceRecordBatch, SourceTask
-from kafkalite.connect.data import Schema
+from kafkalite.connect.data import Field, Schema
 
 TS0 = 1_600_000_000_000
 
@@ -87,3 +87,37 @@ class HeaderBatchSourceTask(SourceTask):
 
     def commit_record(self, record, metadata):
         self._log({"record": record.source_offset})
+
+
+# ``source_batch_plugins:TombstoneBatchSourceConnector``: one batch of ``size``
+# struct records to ``topic`` whose every third is a tombstone (``tombstones``:
+# null value, no schema), as the CDC source sends a delete's tombstone amid a
+# table's changes; keys are structs too.
+TOMBSTONE_VALUE = Schema("struct", True, "tomb.Value", fields=(
+    Field("id", Schema.INT64), Field("name", Schema.OPTIONAL_STRING)))
+TOMBSTONE_KEY = Schema("struct", False, "tomb.Key", fields=(Field("id", Schema.INT64),))
+
+
+class TombstoneBatchSourceConnector(HeaderBatchSourceConnector):
+    def task_class(self):
+        return TombstoneBatchSourceTask
+
+
+class TombstoneBatchSourceTask(SourceTask):
+    def start(self, props):
+        self.topic, self.size = props["topic"], int(props["size"])
+        self.sent = bool(self.context.offset_storage_reader().offset({"source": "tomb"}))
+
+    def poll(self):
+        if self.sent:
+            time.sleep(0.05)
+            return None
+        self.sent = True
+        n = self.size
+        gone = [j for j in range(n) if j % 3 == 2]
+        return SourceRecordBatch(
+            self.topic, TOMBSTONE_VALUE,
+            [None if j in gone else {"id": j, "name": f"ü{j}"} for j in range(n)],
+            source_partition={"source": "tomb"}, source_offset={"sent": n},
+            kafka_partition=0, key_schema=TOMBSTONE_KEY, keys=[{"id": j} for j in range(n)],
+            timestamp=TS0, tombstones=gone)

@@ -169,18 +169,21 @@ def test_a_batch_is_written_and_read_as_its_records_one_by_one():
     """The bulk path's JsonConverter (a struct schema's writer made once, a
     batch read by its first envelope's head) gives the per-record path's
     bytes and values, for awkward values too: NaN, infinities, bools in an
-    int field, naive and non-UTC timestamps, escapes, a changed schema."""
+    int field, naive and non-UTC timestamps, escapes, a changed schema, a
+    nested struct (Debezium's before and after: a writer of its own)."""
     import random
 
     import pyarrow as pa
 
     from kafkalite.connect.data import Field
     utc = dt.timezone.utc
-    schema = Schema("struct", name="t", fields=(
+    flat = (
         Field("id", Schema.INT64), Field('na"me\\ü', Schema.OPTIONAL_STRING),
         Field("amount", Schema.OPTIONAL_FLOAT64), Field("ts", Schema.OPTIONAL_TIMESTAMP),
         Field("b", Schema.OPTIONAL_BOOLEAN), Field("raw", Schema.OPTIONAL_BYTES),
-        Field("d", Schema.OPTIONAL_DATE)))
+        Field("d", Schema.OPTIONAL_DATE))
+    schema = Schema("struct", name="t", fields=flat + (
+        Field("inner", Schema("struct", True, "t.Inner", fields=flat)),))
     rnd = random.Random(45)
 
     def pick(*xs):
@@ -193,6 +196,8 @@ def test_a_batch_is_written_and_read_as_its_records_one_by_one():
                    dt.datetime(2020, 5, 5, tzinfo=dt.timezone(dt.timedelta(hours=3)))),
                "b": pick(True, False, None), "raw": pick(None, b"\x00\xff"),
                "d": pick(None, dt.date(2024, 2, 3))} for i in range(3000)]
+    for v in values:
+        v["inner"] = pick(None, dict(v), {"id": 7})       # a field missing: null
     for enable in ("true", "false"):
         c = JsonConverter()
         c.configure({"schemas.enable": enable}, False)

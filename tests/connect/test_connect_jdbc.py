@@ -668,3 +668,39 @@ def test_postgres_source_real_columns_keep_their_text_in_every_poll(postgres, tm
     assert polls == 3
     assert [v["r"] for v in got] == values
     assert [v["ts"] for v in got] == [dt.datetime(1960, 1, 1, 0, 0, 0, g, UTC) for g in range(1, 7)]
+
+
+def test_postgres_upsert_from_arrow_columns_writes_what_the_per_record_path_writes(
+        server, postgres, topic_name):
+    """In upsert mode a batch the JsonConverter hands over as Arrow columns
+    goes as the CSV pyarrow writes, COPYed into the staging table and
+    upserted from it by one INSERT ... ON CONFLICT committed on after the
+    put returns (as inserts are): the table is the one ``put`` of the same
+    records upserts, every type of COLUMNAR, a key written several times
+    within a batch (the last write wins) and across batches."""
+    from kafkalite.connect.converters import ColumnarValues
+    create(server, topic_name)
+    p = Producer(server.config())
+    n, keys = 600, 170
+    p.produce_batch(topic_name, [envelope(COLUMNAR["fields"], {**columnar_payload(i),
+                                                              "id": i % keys})
+                                 for i in range(n)], partition=0)
+    assert p.flush(30) == 0
+    p.close()
+    batches = _sink_batches(server, topic_name, n)
+    assert all(isinstance(b.values, ColumnarValues) for b in batches)
+    columnar, per_record = table_name("ucol"), table_name("urec")
+    upsert = {"insert.mode": "upsert", "pk.mode": "record_value", "pk.fields": "id"}
+    a, b = _sink_task(postgres, columnar, **upsert), _sink_task(postgres, per_record, **upsert)
+    try:
+        for batch in batches:
+            a.put_batch(batch)
+            # the columns' path: its upsert and commit run on after the put
+            assert a._committing is not None
+            b.put(batch.records())
+        a.flush({})
+        got, want = _typed_rows(postgres, columnar), _typed_rows(postgres, per_record)
+        assert len(got) == keys and got == want
+    finally:
+        a.stop()
+        b.stop()

@@ -145,3 +145,37 @@ def test_a_refused_value_of_a_batch_is_skipped_under_tolerance_and_the_rest_arri
     assert len(got) == len(good)
     for j, m in zip(good, got):
         assert_record(m, j, since, until)
+
+
+def test_the_tombstones_of_a_batch_are_null_values_amid_its_records(server, topic_name,
+                                                                  tmp_path):
+    """A batch's ``tombstones`` (a delete's tombstone amid the changes of a
+    table, as the CDC source sends them) arrive as null values in their
+    place, the other records as the JsonConverter's envelopes of the batch's
+    value schema; with a transform (the per-record path) the same."""
+    routed = topic_name + "-routed"
+    for t in (topic_name, routed):
+        create(server, t)
+    base = {"connector.class": "source_batch_plugins:TombstoneBatchSourceConnector",
+            "size": str(SIZE)}
+    c = Connect(server, offset_file=tmp_path / "offsets.json")
+    try:
+        c.create("tb", topic=topic_name, **base)
+        c.create("tbr", topic=topic_name, **base, **{
+            "transforms": "route", "transforms.route.regex": "(.*)",
+            "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+            "transforms.route.replacement": "$1-routed"})
+        for t in (topic_name, routed):
+            wait_until(lambda t=t: len(read_to_end(server, t)) >= SIZE, timeout=60,
+                       message=f"the batch in {t}")
+    finally:
+        c.close()
+    for t in (topic_name, routed):
+        got = read_to_end(server, t)
+        assert len(got) == SIZE
+        for j, m in enumerate(got):
+            assert json.loads(m.key())["payload"] == {"id": j}
+            if j % 3 == 2:
+                assert m.value() is None, (t, j)
+            else:
+                assert json.loads(m.value())["payload"] == {"id": j, "name": f"ü{j}"}, (t, j)

@@ -3,21 +3,20 @@ replication slot with the ``pgoutput`` plugin, with records in Debezium's
 envelope (``PostgresCdcSourceConnector``; Kafka name
 ``io.debezium.connector.postgresql.PostgresConnector``).
 
-How it reads: psycopg 3 has no replication-protocol support, so the task
-reads the slot through SQL: ``pg_logical_slot_peek_binary_changes(slot,
-NULL, max.batch.size, 'proto_version', '1', 'publication_names', pub)``
-returns whole transactions in commit order from the slot's confirmed
-position, as pgoutput's binary messages (parsed by ``parse_message``). The
-slot is advanced (``pg_replication_slot_advance``) in ``commit()`` only up
-to the end of the last transaction whose every change has its source
-offset stored by the worker, so WAL not yet committed to Connect stays in
-the slot and a restarted task decodes it again. The price: each read
-decodes again what was handed over since the last offset commit (at most
-``offset.flush.interval.ms`` of changes) before the new changes; a read
-asks for at least as many new changes as it decodes again, so the backlog
-is decoded a few times (reads of 1, 2, 4, ... times max.batch.size), not
-once per ``max.batch.size``, and the changes it decodes again are skipped
-by their first byte, not parsed.
+How it reads: the task streams the slot over a replication connection
+(replication.py: ``START_REPLICATION ... LOGICAL`` with ``proto_version``
+1 and ``publication_names``), so PostgreSQL decodes each change once and
+pushes it as it commits; pgoutput's binary messages are parsed by
+``parse_message``, a row's text values by a loader per column made once per
+relation (``_ValueLoader.plan``), and a poll hands each run of one table's
+changes over as one SourceRecordBatch (a delete's tombstone among its
+``tombstones``), which the worker converts a batch at a time. The slot is
+confirmed (a standby status update) in ``commit()`` only up to the end of
+the last transaction whose every change has its source offset stored by
+the worker, so WAL not yet committed to Connect stays in the slot, and a
+new stream (a restarted task, or a reconnect after the server ended the
+stream) starts after the last confirmed transaction: the changes it sends
+again are skipped by their position, without being parsed.
 
 Offsets: source partition ``{"server": topic.prefix}``, offset
 ``{"lsn_commit": <commit LSN of the change's transaction>, "change": <its
@@ -85,16 +84,18 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import operator
 import os
 import re
 import struct
 import threading
 
-from kafkalite.connect.api import SourceConnector, SourceRecord, SourceTask
+from kafkalite.connect.api import SourceConnector, SourceRecordBatch, SourceTask
 from kafkalite.connect.config import (BOOLEAN, INT, LIST, PASSWORD, STRING, ConfigDef,
                                       ConfigException, at_least, one_of)
 from kafkalite.connect.connectors.dialects import PostgreSQL, dialect_for
 from kafkalite.connect.connectors.jdbc import CONN
+from kafkalite.connect.connectors.replication import ReplicationStream
 from kafkalite.connect.data import Field, Schema
 from kafkalite.connect.errors import ConnectException, DataException
 
@@ -254,6 +255,7 @@ _SCHEMAS = {16: Schema.OPTIONAL_BOOLEAN, 17: Schema.OPTIONAL_BYTES, 20: Schema.O
             701: Schema.OPTIONAL_FLOAT64, 1114: Schema.OPTIONAL_TIMESTAMP,
             1184: Schema.OPTIONAL_TIMESTAMP, 1082: Schema.OPTIONAL_DATE}
 _LOADED = frozenset(_SCHEMAS) | {1700}      # parsed by psycopg's text loaders
+_STARTS_WITH_T = operator.methodcaller("startswith", b"t")
 
 
 class _Relation:
@@ -262,6 +264,7 @@ class _Relation:
     def __init__(self, msg, pk: list[str], prefix: str, decimal_mode: str):
         _, self.relid, self.schema, self.table, self.ident, cols = msg
         self.columns = [(n, oid) for n, oid, _ in cols]
+        self.names = self.loaders = None        # _ValueLoader.plan's, made at the first row
         self.topic = f"{prefix}.{self.schema}.{self.table}"
         key_cols = pk or ([] if self.ident == "f" else [n for n, _, k in cols if k])
         numeric = Schema.OPTIONAL_FLOAT64 if decimal_mode == "double" else Schema.OPTIONAL_STRING
@@ -352,9 +355,40 @@ class _ValueLoader:
             return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
         return v
 
+    def plan(self, rel: _Relation) -> tuple[list, list]:
+        """(column names, a loader of each column's non-null text): Python's
+        own int() and float() where they read PostgreSQL's text as psycopg's
+        loaders do (integers, floats with NaN and Infinity), a comparison for
+        booleans, UTF-8 for text, psycopg's loader for the rest of _LOADED."""
+        loaders = []
+        for (_, oid), schema in zip(rel.columns, rel.field_schemas):
+            if oid in (20, 21, 23):
+                loaders.append(int)
+            elif oid in (700, 701):
+                loaders.append(float)
+            elif oid == 16:
+                loaders.append(_STARTS_WITH_T)          # psycopg's: the first byte
+            elif oid not in _LOADED:
+                loaders.append(bytes.decode)
+            elif oid == 1114:
+                load = self._tx.get_loader(oid, self._text).load
+                loaders.append(lambda raw, load=load: load(raw).replace(tzinfo=UTC))
+            elif oid == 1184:
+                load = self._tx.get_loader(oid, self._text).load
+                loaders.append(lambda raw, load=load: load(raw).astimezone(UTC))
+            else:
+                loaders.append(lambda raw, oid=oid, schema=schema: self.load(oid, schema, raw))
+        return [n for n, _ in rel.columns], loaders
+
     def row(self, rel: _Relation, values: list | None, only: list[str] | None = None):
         if values is None:
             return None
+        if rel.loaders is None:
+            rel.names, rel.loaders = self.plan(rel)
+        if only is None and UNCHANGED not in values:
+            # the common row: each column's loader, decided once per relation
+            return {n: None if raw is None else load(raw)
+                    for n, load, raw in zip(rel.names, rel.loaders, values)}
         out = {}
         for (name, oid), schema, raw in zip(rel.columns, rel.field_schemas, values):
             out[name] = None if only is not None and name not in only else \
@@ -509,7 +543,7 @@ class _Snapshot:
             "ORDER BY 2, 3", (c["publication.name"],)).fetchall()
         self.ts_ms = int(_dt.datetime.now(UTC).timestamp() * 1000)
         self.rel: _Relation | None = None
-        self.held: SourceRecord | None = None     # the newest record: the last one, maybe
+        self.held: tuple | None = None     # the newest record: the last one, maybe
         self.drop_first = task.fault == "snapshot-drop-first"
         log.info("cdc %s: snapshot of %d table(s) at %s", c["topic.prefix"], len(self.tables),
                  lsn_str(self.lsn))
@@ -550,20 +584,23 @@ class _Snapshot:
         self.first = True
         return True
 
-    def read(self, limit: int) -> tuple[list[SourceRecord], bool]:
-        """Up to ``limit`` more rows as records, and whether the snapshot is
-        done (then the last record is marked so, and the transaction ended)."""
+    def read(self, limit: int, batches: "_Batches") -> bool:
+        """Up to ``limit`` more rows as records into ``batches``; whether the
+        snapshot is done (then the last record is marked so, and the
+        transaction ended)."""
         from psycopg import sql
-        out = [self.held] if self.held is not None else []
+        out = [self.held] if self.held is not None else []    # (relation, key, value)
         self.held = None
+        offset = {"lsn_commit": -1, "change": -1, "snapshot": True}
+        done = False
         while len(out) <= limit:
             if self.rel is None and not self._open_next():
                 if out:
-                    out[-1].value["source"]["snapshot"] = "last"
-                    out[-1].source_offset["snapshot_completed"] = True
+                    out[-1][2]["source"]["snapshot"] = "last"
                 self.conn.commit()
                 self.conn.close()
-                return out, True
+                done = True
+                break
             res = self.conn.execute(sql.SQL("FETCH {} FROM {}").format(
                 sql.Literal(limit), sql.Identifier(SNAPSHOT_CURSOR))).pgresult
             if res.ntuples == 0:
@@ -576,20 +613,22 @@ class _Snapshot:
                     continue
                 self.first = False
                 out.append(self._record([res.get_value(i, j) for j in range(ncols)]))
-        self.held = out.pop()
-        return out, False
+        if not done:
+            self.held = out.pop()
+        for rel, key, value in out:
+            batches.add(rel, key, value, self.ts_ms, offset)
+        if done and out:
+            batches.out[-1].source_offset = {**offset, "snapshot_completed": True}
+        return done
 
-    def _record(self, values: list) -> SourceRecord:
+    def _record(self, values: list) -> tuple:
         rel, task = self.rel, self.task
         after = task.values.row(rel, values)
         source = source_block(task.c["topic.prefix"], self.ts_ms, "true", task.db, rel.schema,
                               rel.table, None, self.lsn, None, None)
         key = {n: after[n] for n in rel.key_names} if rel.key_schema is not None else None
-        return SourceRecord(rel.topic, None, rel.key_schema if key is not None else None, key,
-                            rel.envelope, {"before": None, "after": after, "source": source,
-                                           "op": "r", "ts_ms": self.ts_ms},
-                            timestamp=self.ts_ms, source_partition=task.partition,
-                            source_offset={"lsn_commit": -1, "change": -1, "snapshot": True})
+        return rel, key, {"before": None, "after": after, "source": source, "op": "r",
+                          "ts_ms": self.ts_ms}
 
     def close(self) -> None:
         self.conn.close()
@@ -606,6 +645,40 @@ class _Txn:
         self.commit_lsn, self.end_lsn, self.last = commit_lsn, end_lsn, last
 
 
+class _Batches:
+    """A poll's records as SourceRecordBatches: one per run of records of one
+    relation (its envelope schema) with a key or without (a truncate has
+    none), in poll order, so each table's changes keep their order; a
+    delete's tombstone rides in its run as one of the batch's
+    ``tombstones``. The batch's offset is its last record's."""
+
+    def __init__(self, partition: dict):
+        self.partition, self.out, self.count = partition, [], 0
+        self._run, self._at = None, None
+
+    def add(self, rel: "_Relation", key, value, ts_ms: int, offset: dict,
+            tombstone: bool = False) -> None:
+        at = (rel.envelope, key is None)
+        b = self._run
+        if b is None or at[0] is not self._at[0] or at[1] != self._at[1]:
+            b = self._run = SourceRecordBatch(
+                rel.topic, rel.envelope, [], source_partition=self.partition,
+                key_schema=None if key is None else rel.key_schema,
+                keys=None if key is None else [], timestamps=[])
+            self.out.append(b)
+            self._at = at
+        if tombstone:
+            if b.tombstones is None:
+                b.tombstones = []
+            b.tombstones.append(len(b.values))
+        b.values.append(value)
+        if b.keys is not None:
+            b.keys.append(key)
+        b.timestamps.append(ts_ms)
+        b.source_offset = offset
+        self.count += 1
+
+
 class PostgresCdcSourceTask(SourceTask):
     def start(self, props):
         self.c = CONFIG.parse(props)
@@ -615,12 +688,10 @@ class PostgresCdcSourceTask(SourceTask):
         self.position = (stored["lsn_commit"], stored["change"]) if stored else (-1, -1)
         self.txns: list[_Txn] = []          # decoded, not yet known committed, commit order
         self.tracked = -1                   # commit LSN of the last transaction put in txns
-        # rows each read decodes again (handed over, not yet committed): asked for on top
-        # of max(max.batch.size, the backlog) (at most 16 times max.batch.size), so a
-        # backlog awaiting the offset commit neither stalls reading nor is decoded once
-        # per max.batch.size
-        self.backlog_rows = 0
-        self.buffer: list[SourceRecord] = []
+        self.stream: ReplicationStream | None = None
+        self.confirmed = 0                  # the end LSN last confirmed to the slot
+        self.txn: dict | None = None        # the transaction being read (Begin seen)
+        self.handed = False                 # ...and it was wholly handed over before
         self.values = _ValueLoader(self.c["decimal.handling.mode"],
                                    self.c["unavailable.value.placeholder"])
         self.relations: dict[int, _Relation] = {}
@@ -639,83 +710,86 @@ class PostgresCdcSourceTask(SourceTask):
             self._fault_advance()
 
     def stop(self):
+        # called by the task's own thread once its loop ended (never during a poll)
         self._stop.set()
-        snapshot = getattr(self, "snapshot", None)     # None before start() made it
-        if snapshot is not None:
-            # its open REPEATABLE READ transaction would hold back PostgreSQL's
-            # vacuum until the connection is collected (psycopg connections are
-            # thread-safe: a read under way ends with an error, as stopping does)
-            snapshot.close()
+        for reader in (getattr(self, "snapshot", None), getattr(self, "stream", None)):
+            if reader is not None:      # None before start() made it
+                # the snapshot's open REPEATABLE READ transaction would hold back
+                # PostgreSQL's vacuum until the connection is collected
+                reader.close()
 
     # ---- reading the slot ----------------------------------------------------------------
 
     def poll(self):
+        batches = _Batches(self.partition)
         if self.snapshot is not None:
             # the snapshot's rows first; the slot holds every change after them
-            records, done = self.snapshot.read(self.c["max.batch.size"])
-            if done:
+            if self.snapshot.read(self.c["max.batch.size"], batches):
                 self.snapshot = None
-            return records or None
-        if not self.buffer:
-            self._read()
-            if not self.buffer:
-                self._stop.wait(self.c["poll.interval.ms"] / 1000)
-                return None
-        out, self.buffer = self.buffer[:self.c["max.batch.size"]], \
-            self.buffer[self.c["max.batch.size"]:]
-        return out
-
-    def _read(self):
-        # a read cut by its limit with nothing new in it reads on at once (the backlog
-        # was larger than counted: an offset commit advanced the slot past only part of
-        # what was handed over, the rest still in the buffer), not after poll.interval.ms
-        while self._read_once() and not self.buffer:
-            pass
-
-    def _read_once(self) -> bool:
-        """One read of the slot into the buffer: whether it was cut by its limit."""
+            return batches.out or None
+        if self.stream is None and not self._open_stream():
+            self._stop.wait(self.c["poll.interval.ms"] / 1000)
+            return None
         import psycopg
-        # a read decodes the backlog again before anything new: asking for as many new
-        # rows as the backlog holds keeps the reads between two offset commits
-        # logarithmic in the changes made meanwhile (with max.batch.size more each, the
-        # decoding grew with their square: 3,100 changes/s at most); up to 16 times
-        # max.batch.size, as the new rows' records wait in the buffer
-        batch = self.c["max.batch.size"]
-        limit = self.backlog_rows + min(max(batch, self.backlog_rows), 16 * batch)
+        limit = self.c["max.batch.size"]
+        wait = self.c["poll.interval.ms"] / 1000
         try:
-            rows = self.conn.execute(
-                "SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes("
-                "%s, NULL, %s, 'proto_version', '1', 'publication_names', %s)",
-                (self.c["slot.name"], limit, self.c["publication.name"])).fetchall()
-        except psycopg.errors.ObjectInUse:
-            # the slot is still held by a previous owner's session (a killed worker's
-            # backend ends when it sees the socket closed)
-            return False
+            while batches.count < limit:
+                # waits for the first message only: what has come is handed over at once
+                msgs = self.stream.read(limit - batches.count, wait if not batches.count else 0)
+                if not msgs:
+                    break
+                self._decode(msgs, batches)
+        except (ConnectException, psycopg.OperationalError) as e:
+            # the server ended the stream (restarted, or timed out a paused task): a new
+            # one starts after the last confirmed transaction; what was decoded of this
+            # one is handed over, and skipped by its position when it comes again
+            log.warning("cdc %s: replication stream of slot %s lost: %s", self.c["topic.prefix"],
+                        self.c["slot.name"], e)
+            self.stream.close()
+            self.stream = None
+        return batches.out or None
+
+    def _open_stream(self) -> bool:
+        import psycopg
+        slot = self.c["slot.name"]
+        try:
+            row = self.conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                                    "WHERE slot_name = %s", (slot,)).fetchone()
         except psycopg.OperationalError:
             self.conn.close()
             self.conn = _connect(self.c)
             return False
-        txn = None
-        handed = False      # txn was wholly handed to the worker and is tracked
-        # the next read comes once the buffer is empty: every row read now is handed
-        # over by then (counting only the rows before this read's first new change, the
-        # next read asked for little more than it had and came back with nothing new
-        # every other time, then waited poll.interval.ms)
-        self.backlog_rows = len(rows)
-        for lsn, data in rows:
-            if handed and data[0] in _CHANGES:
-                continue        # the backlog read again: its changes are not parsed twice
+        if row is None:
+            raise ConnectException(f"replication slot {slot} does not exist")
+        try:
+            self.stream = ReplicationStream(_connect(self.c, replication="database"), slot,
+                                            self.c["publication.name"], lsn_int(row[0]))
+        except (ConnectException, psycopg.OperationalError) as e:
+            # the slot is still held by a previous owner's session (a killed worker's
+            # backend ends when it sees the socket closed)
+            log.info("cdc %s: %s", self.c["topic.prefix"], e)
+            return False
+        self.txn, self.handed = None, False
+        self.stream.confirm(self.confirmed)
+        return True
+
+    def _decode(self, msgs, batches: _Batches) -> None:
+        for lsn, data in msgs:
+            if self.handed and data[0] in _CHANGES:
+                continue        # streamed again after a reconnect: not parsed twice
             msg = parse_message(data)
             kind = msg[0]
+            txn = self.txn
             if kind == "B":
-                txn = {"final_lsn": msg[1], "ts_ms": (msg[2] + PG_EPOCH_US) // 1000,
-                       "xid": msg[3], "n": 0, "last": None}
-                handed = msg[1] < self.position[0] and msg[1] <= self.tracked
+                self.txn = {"final_lsn": msg[1], "ts_ms": (msg[2] + PG_EPOCH_US) // 1000,
+                            "xid": msg[3], "n": 0, "last": None}
+                self.handed = msg[1] < self.position[0] and msg[1] <= self.tracked
             elif kind == "C":
                 if txn is not None and msg[1] > self.tracked:
                     self.txns.append(_Txn(msg[1], msg[2], txn["last"]))
                     self.tracked = msg[1]
-                txn, handed = None, False
+                self.txn, self.handed = None, False
             elif kind == "R":
                 self.relations[msg[1]] = _Relation(msg, self._primary_key(msg[1]),
                                                    self.c["topic.prefix"],
@@ -724,15 +798,15 @@ class PostgresCdcSourceTask(SourceTask):
                 self.types[msg[1]] = f"{msg[2]}.{msg[3]}"
             elif kind in "IUDT":
                 if txn is None:
-                    raise DataException(f"pgoutput: change outside a transaction at {lsn}")
+                    raise DataException(f"pgoutput: change outside a transaction at "
+                                        f"{lsn_str(lsn)}")
                 i = txn["n"]
                 txn["n"] += 1
                 txn["last"] = (txn["final_lsn"], i)
                 if (txn["final_lsn"], i) <= self.position:
                     continue            # handed to the worker already
                 self.position = (txn["final_lsn"], i)
-                self.buffer.extend(self._records(msg, txn, i, lsn_int(lsn)))
-        return len(rows) >= limit
+                self._records(msg, txn, i, lsn, batches)
 
     def _primary_key(self, relid: int, conn=None) -> list[str]:
         pk = self._pk.get(relid)
@@ -744,11 +818,11 @@ class PostgresCdcSourceTask(SourceTask):
                 (relid,)).fetchall()]
         return pk
 
-    def _records(self, msg, txn, i, lsn) -> list[SourceRecord]:
+    def _records(self, msg, txn, i, lsn, batches: _Batches) -> None:
         kind = msg[0]
         offset = {"lsn_commit": txn["final_lsn"], "change": i, "lsn": lsn, "txId": txn["xid"]}
         rels = [msg[1]] if kind != "T" else msg[1]
-        out = []
+        row = self.values.row
         for relid in rels:
             rel = self.relations.get(relid)
             if rel is None:
@@ -759,19 +833,18 @@ class PostgresCdcSourceTask(SourceTask):
             before = after = None
             key_row = None
             if kind == "I":
-                op, after = "c", self.values.row(rel, msg[2])
+                op, after = "c", row(rel, msg[2])
                 key_row = after
             elif kind == "U":
-                op, after = "u", self.values.row(rel, msg[4])
+                op, after = "u", row(rel, msg[4])
                 if msg[2] == "O":
-                    before = self.values.row(rel, msg[3])
+                    before = row(rel, msg[3])
                 elif msg[2] == "K":
-                    before = self.values.row(rel, msg[3], only=rel.key_names)
+                    before = row(rel, msg[3], only=rel.key_names)
                 key_row = after
             elif kind == "D":
                 op = "d"
-                before = self.values.row(rel, msg[3], only=None if msg[2] == "O"
-                                         else rel.key_names)
+                before = row(rel, msg[3], only=None if msg[2] == "O" else rel.key_names)
                 key_row = before
             else:
                 op = "t"
@@ -780,27 +853,27 @@ class PostgresCdcSourceTask(SourceTask):
                 key = {n: key_row[n] for n in rel.key_names}
             value = {"before": before, "after": after, "source": source, "op": op,
                      "ts_ms": txn["ts_ms"]}
-            out.append(SourceRecord(rel.topic, None, rel.key_schema if key is not None else None,
-                                    key, rel.envelope, value, timestamp=txn["ts_ms"],
-                                    source_partition=self.partition, source_offset=offset))
+            batches.add(rel, key, value, txn["ts_ms"], offset)
             if op == "d" and self.c["tombstones.on.delete"] and key is not None:
-                out.append(SourceRecord(rel.topic, None, rel.key_schema, key, None, None,
-                                        timestamp=txn["ts_ms"], source_partition=self.partition,
-                                        source_offset=offset))
-        return out
+                batches.add(rel, key, None, txn["ts_ms"], offset, tombstone=True)
 
-    # ---- advancing the slot --------------------------------------------------------------
+    # ---- releasing the slot's WAL ----------------------------------------------------------
 
     def commit(self):
         """The worker stored the offsets of everything polled: release the WAL of
         the transactions that are now wholly committed to Connect."""
         stored = self.context.offset_storage_reader().offset(self.partition)
         done = (stored["lsn_commit"], stored["change"]) if stored else (-1, -1)
-        upto = None
         while self.txns and (self.txns[0].last is None or self.txns[0].last <= done):
-            upto = self.txns.pop(0).end_lsn
-        if upto is not None:
-            self._advance(upto)
+            self.confirmed = max(self.confirmed, self.txns.pop(0).end_lsn)
+        if self.stream is not None:
+            # a stream opened later confirms it first thing (_open_stream)
+            try:
+                self.stream.confirm(self.confirmed)
+            except Exception as e:  # noqa: BLE001 -- confirmed again by the next stream
+                log.warning("cdc %s: confirming %s to slot %s failed: %s",
+                            self.c["topic.prefix"], lsn_str(self.confirmed),
+                            self.c["slot.name"], e)
 
     def _fault_advance(self) -> None:
         import psycopg
@@ -813,13 +886,3 @@ class PostgresCdcSourceTask(SourceTask):
                 return
             except psycopg.errors.ObjectInUse:
                 self._stop.wait(0.1)
-
-    def _advance(self, upto: int) -> None:
-        try:
-            self.conn.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)",
-                              (self.c["slot.name"], lsn_str(upto)))
-            self.backlog_rows = 0        # measured again by the next read
-        except Exception as e:  # noqa: BLE001 -- retried at the next commit
-            log.warning("cdc %s: advancing slot %s to %s failed: %s", self.c["topic.prefix"],
-                        self.c["slot.name"], lsn_str(upto), e)
-            self.txns.insert(0, _Txn(0, upto, None))

@@ -38,7 +38,9 @@ FROM`` and its upserts through COPY into a temporary staging table and one
 wins), the rest (updates, deletes, SQLite) in ``batch.size`` statement
 batches; order between writes and deletes of one table is kept. A batch
 the converter gave as Arrow columns is inserted by one ``COPY ... (FORMAT
-csv)`` of them whose end and commit run on a thread of the task's own
+csv)`` of them (upserted: COPYed into the staging table, the last row of
+each key only, then one ``INSERT ... ON CONFLICT`` from it) whose end
+(and upsert) and commit run on a thread of the task's own
 after ``put_batch`` returns, while the worker fetches the next records:
 the next put, ``flush`` (so before the worker commits offsets) or
 ``stop`` waits for it, and a failure of it fails that call and every one
@@ -338,6 +340,22 @@ class JdbcSinkConnector(SinkConnector):
         return [dict(self.props) for _ in range(max_tasks)]
 
 
+def _last_of_each_key(table, pk):
+    """The rows of an Arrow ``table`` that are the last of their key (the
+    ``pk`` columns): one INSERT ... ON CONFLICT may touch a row once, and
+    one statement at a time the last write of a key would win."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    n = table.num_rows
+    keyed = pa.table({**{f"k{i}": table.column(k) for i, k in enumerate(pk)},
+                      "row": pa.array(range(n), pa.int64())})
+    last = keyed.group_by([f"k{i}" for i in range(len(pk))]).aggregate([("row", "max")])
+    if last.num_rows == n:
+        return table
+    rows = last.column("row_max").combine_chunks()
+    return table.take(rows.take(pc.array_sort_indices(rows)))      # in their order
+
+
 class JdbcSinkTask(SinkTask):
     def start(self, props):
         self.c = SINK_CONFIG.parse(props)
@@ -501,7 +519,7 @@ class JdbcSinkTask(SinkTask):
             return
         table = self.c["table.name.format"].replace(
             "${topic}", batch.rows.column("topic").dictionary[0].as_py())
-        columnar = isinstance(values, ColumnarValues) and self.c["insert.mode"] == "insert"
+        columnar = isinstance(values, ColumnarValues)
         get = itemgetter(*names)
         rows = None
         if not columnar:
@@ -512,9 +530,16 @@ class JdbcSinkTask(SinkTask):
                 return
         try:
             self._ensure_table(table, schemas, schemas, pk)
-            csv = self._csv_of(table, values.table, fields) if columnar else None
+            columns = values.table if columnar else None
+            if columnar and self.c["insert.mode"] == "upsert":
+                columns = _last_of_each_key(columns, pk)
+            csv = self._csv_of(table, columns, fields) if columnar else None
             if csv is not None:
-                self._copy_csv(self.d.qualified(table), names, csv)    # committed on
+                if self.c["insert.mode"] == "upsert":
+                    stage, then = self._stage_upsert(table, names, tuple(pk))
+                    self._copy_csv(stage, names, csv, then)     # upserted and committed on
+                else:
+                    self._copy_csv(self.d.qualified(table), names, csv)    # committed on
                 return
             if rows is None:                # the converter's dicts hold every field
                 rows = list(map(get, values)) if len(names) > 1 else [(get(v),) for v in values]
@@ -593,10 +618,10 @@ class JdbcSinkTask(SinkTask):
                        pcsv.WriteOptions(include_header=False, quoting_style="needed"))
         return sink.getvalue()
 
-    def _copy_csv(self, target: str, names, csv) -> None:
+    def _copy_csv(self, target: str, names, csv, then: str | None = None) -> None:
         """``COPY ... (FORMAT csv)`` of ``csv``, sent; its end (PostgreSQL's
-        answer once every row is in) and the commit left to the committer
-        thread."""
+        answer once every row is in), ``then`` (the upsert from the staging
+        table) and the commit left to the committer thread."""
         cols = ", ".join(map(self.d.quote, names))
         copying = self.conn.cursor().copy(f"COPY {target} ({cols}) FROM STDIN (FORMAT csv)")
         cp = copying.__enter__()
@@ -608,10 +633,12 @@ class JdbcSinkTask(SinkTask):
         if self._committer is None:
             from concurrent.futures import ThreadPoolExecutor
             self._committer = ThreadPoolExecutor(1, thread_name_prefix="jdbc-sink-commit")
-        self._committing = self._committer.submit(self._end_copy, copying)
+        self._committing = self._committer.submit(self._end_copy, copying, then)
 
-    def _end_copy(self, copying) -> None:
+    def _end_copy(self, copying, then: str | None = None) -> None:
         copying.__exit__(None, None, None)
+        if then is not None:
+            self.conn.execute(then)
         self.conn.commit()
 
     def _settle(self) -> None:
@@ -671,11 +698,19 @@ class JdbcSinkTask(SinkTask):
                     cp.write_row(row)
 
     def _copy_upsert(self, table, names, rows, pk) -> None:
-        q = self.d.quote
         # one INSERT ... ON CONFLICT may not touch a row twice: the last write of a key wins,
         # as it would one statement at a time
         at = [names.index(k) for k in pk]
         rows = list({tuple(r[i] for i in at): r for r in rows}.values())
+        stage, upsert = self._stage_upsert(table, names, pk)
+        self._copy(stage, names, rows)
+        self.conn.execute(upsert)
+
+    def _stage_upsert(self, table, names, pk) -> tuple[str, str]:
+        """(the session's empty staging table of ``names``, the statement
+        upserting its rows into ``table``): rows COPYed into the first, then
+        the second run, in one transaction."""
+        q = self.d.quote
         stage = self._staging.get((table, names))
         if stage is None:
             import hashlib
@@ -690,13 +725,12 @@ class JdbcSinkTask(SinkTask):
             self._staging[(table, names)] = stage
         else:
             self.conn.execute(f"TRUNCATE {stage}")
-        self._copy(stage, names, rows)
         cols = ", ".join(map(q, names))
         rest = [n for n in names if n not in pk]
         action = ("DO UPDATE SET " + ", ".join(f"{q(c)} = EXCLUDED.{q(c)}" for c in rest)) \
             if rest else "DO NOTHING"
-        self.conn.execute(f"INSERT INTO {self.d.qualified(table)} ({cols}) SELECT {cols} FROM "
-                          f"{stage} ON CONFLICT ({', '.join(map(q, pk))}) {action}")
+        return stage, (f"INSERT INTO {self.d.qualified(table)} ({cols}) SELECT {cols} FROM "
+                       f"{stage} ON CONFLICT ({', '.join(map(q, pk))}) {action}")
 
     def _executemany(self, sql, rows):
         if isinstance(self.d, SQLite):
