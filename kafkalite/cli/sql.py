@@ -164,6 +164,7 @@ class _Output:
         self._csv = None
 
     def batch(self, batch) -> None:
+        from kafkalite.sql.session import json_cell
         if self.names is None:
             self.names = list(batch.schema.names)
             self._header()
@@ -171,7 +172,7 @@ class _Output:
             return
         columns = [c.to_pylist() for c in batch.columns]
         for row in zip(*columns):
-            self._row([_plain(v) for v in row])
+            self._row([json_cell(v) for v in row])
         sys.stdout.flush()
 
     def _header(self) -> None:
@@ -200,21 +201,6 @@ class _Output:
                         self.names)
             n = len(self.rows)
             print(f"({n} row{'' if n == 1 else 's'})")
-
-
-def _plain(v):
-    """A cell as JSON's types: bytes as UTF-8 text, times as ISO 8601."""
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "backslashreplace")
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if hasattr(v, "isoformat"):
-        return v.isoformat()
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    return str(v)
 
 
 def _text(v) -> str:

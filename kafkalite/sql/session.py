@@ -281,3 +281,19 @@ def _position(lines: list[str], sql: str) -> str:
         column = (start if start >= 0 else 0) + caret + 1
         return f"line {number}, column {column}"
     return ""
+
+
+def json_cell(v):
+    """A cell of an answer as JSON's types: bytes as UTF-8 text (\\x escapes
+    for bytes that are not), times and dates ISO 8601, decimals as text."""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "backslashreplace")
+    if isinstance(v, dict):
+        return {k: json_cell(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_cell(x) for x in v]
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)

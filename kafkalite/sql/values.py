@@ -55,8 +55,8 @@ class ValueColumns:
                 except Exception:   # noqa: BLE001 -- bytes of another schema, a corrupt value
                     row = None
             rows.append(row)
-        struct = pa.array(rows, self._struct)
-        return [struct.field(i) for i in range(len(self._names))]
+        # flatten(), not field(i): a null row's fields are null only through it
+        return pa.array(rows, self._struct).flatten()
 
 
 def registry_client(url: str, user_info: str | None = None):
