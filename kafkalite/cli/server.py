@@ -184,6 +184,7 @@ def _query_app(bootstrap: str, registry, owner_key_file: str | None = None):
                 built.append(make_app(bootstrap, owner_config({"owner.key_file": owner_key_file})))
         return built[0](environ, start_response)
     app.close = lambda: None
+    app.json_only = True        # it refuses other bodies (415): no CSRF header needed
     return app
 
 

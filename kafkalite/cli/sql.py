@@ -150,6 +150,8 @@ def _print(session, sql: str, fmt: str) -> None:
         for batch in batches:
             out.batch(batch)
     finally:
+        # now, not at the interpreter's exit: closing the topic's Consumer starts a thread
+        batches.close()
         out.end()
 
 

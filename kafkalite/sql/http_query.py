@@ -87,11 +87,7 @@ class QueryApp:
                 raise _HttpError(503, f"{MAX_QUERIES} queries are running; try again")
         except _HttpError as exc:
             return _error(start_response, exc)
-        try:
-            return self._query(environ, start_response, body)
-        except BaseException:
-            self._running.release()
-            raise
+        return self._query(environ, start_response, body)     # it gives the slot back
 
     def _query(self, environ, start_response, body: dict):
         """The answer's first part before start_response (errors so far

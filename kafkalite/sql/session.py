@@ -30,6 +30,7 @@ one thread per Session but for ``interrupt``.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import threading
 
@@ -156,7 +157,10 @@ class Session:
                                   decoded, schema):
             if self._interrupted:
                 return
-            yield from self._run(con, sql, topic, pa.Table.from_batches([batch], schema)).to_batches()
+            answer = self._run(con, sql, topic, pa.Table.from_batches([batch], schema))
+            # an empty answer has no batches: one empty batch lets the caller check a stop
+            yield from answer.to_batches() if answer.num_rows else \
+                [pa.RecordBatch.from_pylist([], schema=answer.schema)]
 
     def _run(self, con, sql: str, topic: str, table: pa.Table) -> pa.Table:
         con.register(topic, table)
@@ -183,6 +187,10 @@ class Session:
         """The tables ``sql`` names that are topics, checked by ``authorize``."""
         try:
             names = sorted(duckdb.get_table_names(sql))
+        except duckdb.BinderException:
+            # get_table_names binds the query, and some queries bind only
+            # with their tables' columns (JOIN ... USING): the parser's tree then
+            names = _parsed_table_names(sql)
         except duckdb.Error as exc:
             raise self._error(exc, sql) from None
         if self.authorize is not None:
@@ -205,6 +213,29 @@ class Session:
         if isinstance(exc, pa.ArrowException) and isinstance(exc.__cause__, QueryError):
             return exc.__cause__
         return describe(exc, sql, self._topic_names)
+
+
+def _parsed_table_names(sql: str) -> list[str]:
+    """The tables ``sql`` names, read from DuckDB's parse tree (no binding):
+    every BASE_TABLE reference but the common table expressions'."""
+    tree = json.loads(duckdb.connect().execute("SELECT json_serialize_sql(?)", [sql])
+                      .fetchall()[0][0])
+    tables, ctes = set(), set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE" and "table_name" in node:
+                tables.add(node["table_name"])
+            for entry in (node.get("cte_map") or {}).get("map", []) if isinstance(
+                    node.get("cte_map"), dict) else []:
+                ctes.add(entry.get("key"))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(tree)
+    return sorted(tables - ctes)
 
 
 def _relation(con, sql: str, error):

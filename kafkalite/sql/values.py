@@ -7,7 +7,8 @@ named like a base column is ``value_<name>``. Each value in Confluent's
 wire format (magic byte 0, the 4-byte schema id, the encoded value) is read
 with its own writer's schema (by id, cached) resolved to the latest one
 (Avro's rules), so the records of older compatible versions fill the same
-columns. A null value (tombstone), a value not in the wire format or one
+columns. A subject the user may not read (the registry's SUBJECT ACLs, asked
+with the user's login over HTTP) is as none. A null value (tombstone), a value not in the wire format or one
 that does not decode gives nulls in these columns: the raw ``value`` is
 still there to look at, and one bad record does not fail a query over a
 topic's whole history.
@@ -76,7 +77,9 @@ def for_topic(client, topic: str) -> ValueColumns | None:
     try:
         latest = client.get_latest_version(f"{topic}-value")
     except SchemaRegistryError as exc:
-        if exc.http_status_code == 404:
+        # no subject, or one the user may not read (the registry's SUBJECT
+        # ACLs): the raw value only, as the console shows it
+        if exc.http_status_code in (401, 403, 404):
             return None
         raise
     kind = (latest.schema.schema_type or "AVRO").upper()
