@@ -176,6 +176,7 @@ class Session:
         with self._lock:
             if self._con is not None:
                 self._con.close()
+            self._interrupted = False       # an interrupt ends the query it came during
             self._con = duckdb.connect(config={
                 # topics only: no files, no network, no extensions to load
                 "enable_external_access": False, "autoinstall_known_extensions": False,

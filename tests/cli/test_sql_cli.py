@@ -113,3 +113,20 @@ def test_emit_changes_prints_new_records_until_ctrl_c(server, orders):
     assert proc.returncode == 130, err
     assert {json.dumps(json.loads(line)) for line in seen} == {
         json.dumps({"key": "alice", "value": "ramen"})}
+
+
+def test_ctrl_c_at_the_prompt_cancels_the_query_and_reads_the_next(server, orders):
+    proc = subprocess.Popen([sys.executable, "-m", "kafkalite.cli", "sql", "--bootstrap-server",
+                             server.bootstrap, "--schema-registry", "none", "--format", "csv"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=child_env())
+    proc.stdin.write(b"SELECT count(*) FROM range(1000000000000) a, range(10) b "
+                     b"WHERE a.range % 7 = b.range;\n")
+    proc.stdin.flush()
+    time.sleep(3)        # the query running (no output until it ends)
+    proc.send_signal(signal.SIGINT)
+    proc.stdin.write(f'SELECT count(*) AS n FROM "{orders}";\n'.encode())
+    proc.stdin.close()
+    proc.stdin = None
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (0, b"n\n3\n", b"kafkalite sql: cancelled\n")
