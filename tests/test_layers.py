@@ -93,6 +93,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "webconsole": CLIENT_SIDE,
     "bench": CLIENT_SIDE,
     "spark": CLIENT_SIDE,
+    "sql": CLIENT_SIDE,               # SQL over topics: reads them through the client
     # the entry points put the layers together (cli/server.py hands the supervisor
     # the web console and the registry, so that server/ need not import them)
     **{name: frozenset() for name in ENTRY_POINTS},

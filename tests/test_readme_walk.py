@@ -122,6 +122,20 @@ EXPECT = {"docs/tiered-storage.md": {
         r'"type": "NoSuchTableException", "code": 404'],
     "kafkalite_spark.read_topic(spark": [
         r"^1000 records; the table's part read by Spark's Parquet reader$"],
+}, "docs/sql.md": {
+    "kafkalite sql --format json": [r"^customer +orders$", r"^alice +2$", r"^bob +1$",
+                                    r"^\(2 rows\)$",
+                                    r'^\{"partition":\d,"offset":0,"dish":"pizza"\}$',
+                                    r'^\{"partition":\d,"offset":1,"dish":"salad"\}$'],
+    "SELECT max(\"offset\") AS last FROM orders": [r"^records$", r"^3$", r"^\(1 row\)$"],
+    "SELECT customer, sum(amount) AS total FROM payments": [r"^alice +39\.75$",
+                                                           r"^bob +12\.0$"],
+    "kill -INT $follower": [r"^stopped with status 130$", r"^dish$", r"^ramen$"],
+    '"SELECT * FROM ordrs"': [r'^\{"row":\{"columns":\["alice",2\]\}\},$',
+                              r'"unknown topic ordrs \(did you mean \'orders\'\?\)'],
+    'kafkalite sql "SELECT nope FROM orders"': [r'^kafkalite sql: unknown column "nope"'],
+    "session.query(\"SELECT * FORM orders\")": [r"^\[\{'customer': '(alice|bob)', 'n': \d\}",
+                                                 r"^syntax syntax error at or near \"orders\""],
 }, "docs/features.md": {
     "log = PartitionLog.open": [r"^\[0\] \[b'value'\]$"],
 }, "docs/testing.md": {

@@ -46,6 +46,8 @@ Subcommands:
               cluster, like connect-standalone.sh / connect-distributed.sh
   mirror      mirror topics and group offsets between clusters (MirrorMaker 2)
   schemas     register, list, get, check, delete schemas in the schema registry
+  sql         query topics with SQL: one query, a prompt, or EMIT CHANGES on new
+              records (DuckDB over the topics' records)
   users       add, list, delete the SASL users (PLAIN, SCRAM) of a server's Kafka
               listeners (like kafka-configs --alter --entity-type users)
   acls        add, list, remove ACLs over the Kafka protocol (like kafka-acls.sh)
@@ -126,6 +128,7 @@ COMMANDS = (
     ("connect", "kafkalite.cli.connect"),
     ("mirror", "kafkalite.cli.mirror"),
     ("schemas", "kafkalite.cli.schemas"),
+    ("sql", "kafkalite.cli.sql"),
     ("acls", "kafkalite.cli.acls"),
     ("bench", "kafkalite.cli.bench"),
 )

@@ -5,8 +5,8 @@ the flags.
 The ``kafkalite`` process becomes the supervisor. It starts the workers
 before it imports the supervisor's own parts (server/node/processes.py),
 and hands the supervisor the apps server/ may not import: the web console
-(imported at its first request), the schema registry, the REST proxy and
-the Iceberg REST catalog.
+and POST /query's SQL over topics (each imported at its first request),
+the schema registry, the REST proxy and the Iceberg REST catalog.
 Its parser is the only one `kafkalite server` builds, so this module
 imports argparse alone at the top.
 """
@@ -162,11 +162,30 @@ def run(args) -> int:
     # The workers first: their start-up overlaps the supervisor's imports.
     early = start_early(config)
     from kafkalite.server.node.roles import serve
-    apps = [("/console", _console_app)] if args.console else []
+    apps = ([("/console", _console_app)] if args.console else []) + [("/query", _query_app)]
     from kafkalite.registry import make_app as schema_registry
     from kafkalite.iceberg_rest import make_app as iceberg_rest
     from kafkalite.rest_proxy import make_app as rest_proxy
     return serve(config, apps, early, schema_registry, rest_proxy, iceberg_rest)
+
+
+def _query_app(bootstrap: str, registry, owner_key_file: str | None = None):
+    """POST /query (kafkalite/sql/http_query.py), imported (DuckDB, the
+    client, pyarrow) at its first request; its clients connect with the
+    owner's key pair when security is on."""
+    import threading
+    lock, built = threading.Lock(), []
+
+    def app(environ, start_response):
+        with lock:
+            if not built:
+                from kafkalite.client.config import owner_config
+                from kafkalite.sql.http_query import make_app
+                built.append(make_app(bootstrap, owner_config({"owner.key_file": owner_key_file})))
+        return built[0](environ, start_response)
+    app.close = lambda: None
+    app.json_only = True        # it refuses other bodies (415): no CSRF header needed
+    return app
 
 
 def _console_app(bootstrap: str, registry, owner_key_file: str | None = None):

@@ -341,8 +341,12 @@ class NodeMetrics:
         routes = [(prefix, mounted) for prefix, mounted in self._mounts]
         if login is not None:
             metrics_app = login.wrap(metrics_app, login.may_scrape)
-            # every user who logged in: the console decides each action as them
-            routes = [(prefix, login.wrap(mounted, console=True)) for prefix, mounted in routes]
+            # every user who logged in: the app decides each action as them. A
+            # change needs the console's CSRF header, but for an app that takes
+            # JSON bodies only (``json_only``: POST /query), which another
+            # site's page cannot send without a CORS preflight
+            routes = [(prefix, login.wrap(mounted, console=not getattr(mounted, "json_only", False)))
+                      for prefix, mounted in routes]
 
         def app(environ, start_response):
             path = environ.get("PATH_INFO", "")

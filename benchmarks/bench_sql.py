@@ -1,0 +1,189 @@
+#!/usr/bin/env python
+"""SQL over a topic's history (kafkalite.sql, issue 76): a count and a
+group-by over N records read from the topic, beside DuckDB over the same
+rows in a Parquet file, in the same run.
+
+    python benchmarks/bench_sql.py                        # 1,000,000 records, 3 rounds
+    python benchmarks/bench_sql.py --records 10000000     # the issue's size
+    python benchmarks/bench_sql.py --quick                # 20,000 records, 1 round
+
+A two-worker server gets a topic of --partitions partitions and --records
+records of --value-bytes bytes, keyed by one of --keys keys. The topic's
+history is read once into a Parquet file (zstd) of the same columns the
+topic's table has (kafkalite.sql.topic_source). Then, in each round, the
+topic side and the Parquet side take turns going first; each runs both
+queries on a fresh DuckDB connection with the same threads and memory
+limit (the topic side through kafkalite.sql.Session, which reads the
+topic through the Consumer for each query; the Parquet side with
+read_parquet). The answers are checked equal; the table shows the medians
+in records a second, and the issue's target: the topic side at least 0.5x
+of Parquet's. Also the first row of a point lookup by key (WHERE key =
+...), whose target is under 1 s. A benchmark never fails on timing.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+for path in (REPO, REPO / "tests"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import common  # noqa: E402
+from report import say  # noqa: E402
+
+from kafkalite.launcher import ServerProcess  # noqa: E402
+
+QUICK = dict(records=20_000, rounds=1)
+TOPIC = "bench-sql"
+QUERIES = {
+    "count": 'SELECT count(*) FROM {t}',
+    "group_by": 'SELECT key, count(*) AS n, sum(octet_length(value)) AS bytes FROM {t} '
+                'GROUP BY key ORDER BY key',
+}
+
+
+def produce(bootstrap: str, args) -> None:
+    import numpy as np
+
+    from kafkalite.client import AdminClient, NewTopic, Producer
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, args.partitions, 1)])[TOPIC].result()
+    admin.close()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    rng = np.random.default_rng(76)
+    step = 50_000
+    for start in range(0, args.records, step):
+        n = min(step, args.records - start)
+        keys = [b"key-%d" % k for k in np.arange(start, start + n) % args.keys]
+        # random bytes, one value a row: Parquet cannot shrink them to a dictionary
+        values = rng.integers(0, 256, (n, args.value_bytes), dtype=np.uint8)
+        producer.produce_batch(TOPIC, values, keys=keys)   # each to its key's partition
+        producer.flush()
+
+
+def write_parquet(session, path: str) -> int:
+    import pyarrow.parquet as pq
+    reader = session.history_reader(TOPIC)
+    rows = 0
+    with pq.ParquetWriter(path, reader.schema, compression="zstd") as writer:
+        for batch in reader:
+            writer.write_batch(batch)
+            rows += batch.num_rows
+    return rows
+
+
+def run_topic(session, name: str):
+    t0 = time.perf_counter()
+    answer = session.query(QUERIES[name].format(t=f'"{TOPIC}"')).read_all().to_pylist()
+    return time.perf_counter() - t0, answer
+
+
+def run_parquet(path: str, name: str, args):
+    import duckdb
+    con = duckdb.connect(config={"memory_limit": args.memory_limit, "threads": args.threads})
+    t0 = time.perf_counter()
+    answer = con.sql(QUERIES[name].format(t=f"read_parquet('{path}')")).fetchall()
+    seconds = time.perf_counter() - t0
+    con.close()
+    return seconds, [dict(zip(("count_star()",), r)) if name == "count" else
+                     {"key": r[0], "n": r[1], "bytes": r[2]} for r in answer]
+
+
+def point_lookup(session) -> float:
+    """Seconds to the first row of a lookup by key (the whole history is
+    scanned: a topic has no index by key)."""
+    t0 = time.perf_counter()
+    reader = session.query(f'SELECT * FROM "{TOPIC}" WHERE key = \'key-1\'::BLOB')
+    for batch in reader:
+        if batch.num_rows:
+            break
+    return time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    p = common.parser(__doc__)
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--value-bytes", type=int, default=100)
+    p.add_argument("--keys", type=int, default=100, help="distinct keys (default: 100)")
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--threads", type=int, default=2, help="DuckDB's threads, both sides")
+    p.add_argument("--memory-limit", default="1GB", help="DuckDB's memory_limit, both sides")
+    common.add_quick(p, "20,000 records, 1 round: checks that the benchmark works")
+    common.add_rounds(p, 3)
+    common.add_json(p)
+    args = common.parse(p, argv, QUICK)
+
+    from kafkalite.sql import Session
+    with tempfile.TemporaryDirectory(prefix="bench-sql-") as work:
+        srv = ServerProcess(os.path.join(work, "data")).start(timeout=120)
+        try:
+            t0 = time.perf_counter()
+            produce(srv.bootstrap, args)
+            say(f"produced {args.records:,} records of {args.value_bytes} bytes in "
+                f"{time.perf_counter() - t0:.1f} s")
+            session = Session({"bootstrap.servers": srv.bootstrap},
+                              memory_limit=args.memory_limit, threads=args.threads)
+            parquet = os.path.join(work, "topic.parquet")
+            rows = write_parquet(session, parquet)
+            assert rows == args.records, (rows, args.records)
+            say(f"parquet: {os.path.getsize(parquet) / 1e6:.1f} MB")
+            figures = run_rounds(session, parquet, args)
+            figures["point_lookup_first_row_s"] = [point_lookup(session)
+                                                   for _ in range(args.rounds)]
+        finally:
+            srv.stop()
+    report(figures, args)
+    return 0
+
+
+def run_rounds(session, parquet: str, args) -> dict:
+    def run(side):
+        out = {}
+        for name in QUERIES:
+            if side == "topic":
+                out[name] = run_topic(session, name)
+            else:
+                out[name] = run_parquet(parquet, name, args)
+        return out
+    rounds = common.alternating(("topic", "parquet"), args.rounds, run)
+    common.say_load(rounds)
+    figures = {"load_average_at_start": rounds.loads}
+    for name in QUERIES:
+        for side in ("topic", "parquet"):
+            answers = [r[name][1] for r in rounds.values[side]]
+            figures[f"{name}_{side}_s"] = [r[name][0] for r in rounds.values[side]]
+            figures[f"{name}_{side}_answer"] = answers[0]
+        assert _same(figures[f"{name}_topic_answer"], figures[f"{name}_parquet_answer"]), name
+    return figures
+
+
+def _same(a, b) -> bool:
+    return [tuple(r.values()) for r in a] == [tuple(r.values()) for r in b]
+
+
+def report(figures: dict, args) -> None:
+    rows = []
+    for name in QUERIES:
+        topic, parquet = (statistics.median(figures[f"{name}_{s}_s"]) for s in ("topic", "parquet"))
+        common.say_runs(f"{name} from the topic (s)", figures[f"{name}_topic_s"], fmt=".3f")
+        common.say_runs(f"{name} from Parquet (s)", figures[f"{name}_parquet_s"], fmt=".3f")
+        ours, peer = args.records / topic, args.records / parquet
+        rows.append(common.Row(f"{name} over {args.records:,} records", ours, "rec/s", peer,
+                               "DuckDB over Parquet", ">= 0.5x", ours >= 0.5 * peer))
+    lookup = statistics.median(figures["point_lookup_first_row_s"])
+    rows.append(common.Row("point lookup by key, first row", lookup, "s", target="< 1 s",
+                           met=lookup < 1.0, fmt=".3f"))
+    common.say_table(rows)
+    if args.json:
+        common.write_json(args.json, {k: v for k, v in figures.items()
+                                      if not k.endswith("_answer")})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

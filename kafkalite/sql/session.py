@@ -1,0 +1,331 @@
+"""One user's SQL over the topics of one cluster: a DuckDB connection whose
+tables are the topics a query names.
+
+A query (``query``) is parsed by DuckDB first; each table it names
+(``duckdb.get_table_names``: common table expressions are not tables) is
+checked (``authorize``: the HTTP app's ACL check for the user) and, if it
+is a topic, registered as a RecordBatchReader over its history
+(topic_source.py, with the value's columns of values.py). A name that is
+no topic is left to DuckDB, whose catalog error becomes "unknown topic".
+Each query gets a fresh connection: a reader can be read once, and a
+topic's bound is the one at the query's start.
+
+The connection cannot reach files, the network or extensions
+(``enable_external_access`` off, the configuration locked), so a query
+over HTTP reads topics only; its memory is bounded by ``memory_limit``
+(DuckDB spills or fails past it, never the process), its threads by
+``threads``. ``interrupt`` (from any thread) cancels a running query.
+
+``... EMIT CHANGES`` (``emit_changes``): a SELECT with WHERE over one
+topic and no aggregate, ordering, limit, join or window, run over each
+batch of records the topic gets from the query's start on (a filter and
+projection are per-record, so per batch is exact).
+
+Errors are QueryError: one line naming the problem, with its line and
+column when DuckDB gives them.
+
+Who may call: the ``kafkalite sql`` command, the HTTP app (http_query.py),
+one thread per Session but for ``interrupt``.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import threading
+
+import duckdb
+import pyarrow as pa
+
+from kafkalite.sql import topic_source, values
+
+EMIT_CHANGES = re.compile(r"\s+EMIT\s+CHANGES\s*;?\s*$", re.IGNORECASE)
+# what a per-batch run of a query would answer wrongly: EMIT CHANGES refuses them
+_NOT_PER_RECORD = re.compile(r"\b(GROUP\s+BY|ORDER\s+BY|LIMIT|HAVING|JOIN|DISTINCT|OVER|"
+                             r"WINDOW|QUALIFY|UNION|INTERSECT|EXCEPT)\b", re.IGNORECASE)
+DEFAULT_MEMORY_LIMIT = "1GB"
+DEFAULT_THREADS = 2
+
+
+class QueryError(ValueError):
+    """A query refused or failed: ``str()`` is one line. ``kind``: syntax,
+    unknown_topic, unknown_column, denied, cancelled, invalid."""
+
+    def __init__(self, message: str, kind: str = "invalid"):
+        super().__init__(message)
+        self.kind = kind
+
+
+class Session:
+    """``client_config``: the Consumer's connection properties (bootstrap
+    servers, security); ``registry_url``: the schema registry whose
+    subjects give the value columns (None: raw values only);
+    ``authorize(topic)``: raises QueryError(kind="denied") for a topic
+    the user may not read (None: every topic)."""
+
+    def __init__(self, client_config: dict, registry_url: str | None = None,
+                 registry_user_info: str | None = None, memory_limit: str = DEFAULT_MEMORY_LIMIT,
+                 threads: int = DEFAULT_THREADS, timeout: float = 30.0, authorize=None):
+        self.client_config = client_config
+        self.registry = values.registry_client(registry_url, registry_user_info) \
+            if registry_url else None
+        self.memory_limit, self.threads, self.timeout = memory_limit, threads, timeout
+        self.authorize = authorize
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._lock = threading.Lock()
+        self._interrupted = False
+
+    # ---- ad-hoc queries -------------------------------------------------------------------------
+
+    def query(self, sql: str) -> pa.RecordBatchReader:
+        """The answer of ``sql`` (no EMIT CHANGES) as a stream of batches."""
+        sql = sql.strip().rstrip(";")
+        con = self._connect()
+        for topic in self._topics_named(sql):
+            con.register(topic, self.history_reader(topic))
+        con.execute("SET lock_configuration = true")
+        relation = _relation(con, sql, self._error)
+        if relation is None:        # a statement without rows (SET, CREATE TABLE ...)
+            return pa.RecordBatchReader.from_batches(pa.schema([]), [])
+        try:
+            return relation.to_arrow_reader(8192)
+        except duckdb.Error as exc:
+            raise self._error(exc, sql) from None
+
+    def fetch(self, reader: pa.RecordBatchReader, sql: str = ""):
+        """The batches of ``reader`` (query's answer), DuckDB's errors while
+        they are computed (an interrupt, the memory limit) as QueryError."""
+        try:
+            yield from reader
+        except (duckdb.Error, pa.ArrowException) as exc:
+            raise self._error(exc, sql) from None
+
+    def history_reader(self, topic: str) -> pa.RecordBatchReader:
+        """``topic``'s whole history (to its last stable offset now) as a
+        reader of its table's schema."""
+        decoded = values.for_topic(self.registry, topic)
+        schema = topic_source.BASE_SCHEMA if decoded is None else \
+            pa.schema([*topic_source.BASE_SCHEMA, *decoded.fields])
+        batches = topic_source.history(self.client_config, topic, self.timeout)
+        return pa.RecordBatchReader.from_batches(schema, _with_values(batches, decoded, schema))
+
+    def interrupt(self) -> None:
+        """Cancel the running query (any thread): it fails with QueryError
+        (kind ``cancelled``); an EMIT CHANGES loop ends."""
+        with self._lock:
+            self._interrupted = True
+            if self._con is not None:
+                self._con.interrupt()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
+
+    # ---- EMIT CHANGES ---------------------------------------------------------------------------
+
+    @staticmethod
+    def is_push(sql: str) -> bool:
+        return EMIT_CHANGES.search(sql) is not None
+
+    def emit_changes(self, sql: str):
+        """Batches of the answer of ``sql`` (ending in EMIT CHANGES) over each
+        batch of new records, until ``interrupt`` or the caller closes the
+        generator. An empty batch now and then (a wait without records)."""
+        sql = EMIT_CHANGES.sub("", sql.strip())
+        con = self._connect()
+        topics = self._topics_named(sql)
+        if len(topics) != 1:
+            raise QueryError("EMIT CHANGES runs over exactly one topic (a SELECT ... FROM topic "
+                             "WHERE ...)")
+        refused = _NOT_PER_RECORD.search(sql)
+        if refused:
+            raise QueryError(f"EMIT CHANGES takes a SELECT ... WHERE over one topic; "
+                             f"{' '.join(refused[1].upper().split())} is not supported with it "
+                             f"(position {refused.start(1) + 1})")
+        topic = topics[0]
+        decoded = values.for_topic(self.registry, topic)
+        schema = topic_source.BASE_SCHEMA if decoded is None else \
+            pa.schema([*topic_source.BASE_SCHEMA, *decoded.fields])
+        con.execute("SET lock_configuration = true")
+        # an aggregate answers a row even over no records: per batch it would be wrong
+        if self._run(con, sql, topic, schema.empty_table()).num_rows:
+            raise QueryError("EMIT CHANGES takes a SELECT ... WHERE over one topic; an "
+                             "aggregate (count, sum, ...) is not supported with it")
+        for batch in _with_values(topic_source.tail(self.client_config, topic, self.timeout),
+                                  decoded, schema):
+            if self._interrupted:
+                return
+            answer = self._run(con, sql, topic, pa.Table.from_batches([batch], schema))
+            # an empty answer has no batches: one empty batch lets the caller check a stop
+            yield from answer.to_batches() if answer.num_rows else \
+                [pa.RecordBatch.from_pylist([], schema=answer.schema)]
+
+    def _run(self, con, sql: str, topic: str, table: pa.Table) -> pa.Table:
+        con.register(topic, table)
+        relation = _relation(con, sql, self._error)
+        try:
+            return pa.table({}) if relation is None else relation.to_arrow_table()
+        except duckdb.Error as exc:
+            raise self._error(exc, sql) from None
+
+    # ---- the connection, the topics a query names, errors ---------------------------------------
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+            self._interrupted = False       # an interrupt ends the query it came during
+            self._con = duckdb.connect(config={
+                # topics only: no files, no network, no extensions to load
+                "enable_external_access": False, "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "memory_limit": self.memory_limit, "threads": self.threads})
+            return self._con
+
+    def _topics_named(self, sql: str) -> list[str]:
+        """The tables ``sql`` names that are topics, checked by ``authorize``."""
+        try:
+            names = sorted(duckdb.get_table_names(sql))
+        except duckdb.BinderException:
+            # get_table_names binds the query, and some queries bind only
+            # with their tables' columns (JOIN ... USING): the parser's tree then
+            names = _parsed_table_names(sql)
+        except duckdb.Error as exc:
+            raise self._error(exc, sql) from None
+        if self.authorize is not None:
+            for name in names:
+                self.authorize(name)
+        existing = self._topic_names()
+        return [name for name in names if name in existing]
+
+    def _topic_names(self) -> set[str]:
+        from kafkalite.client import AdminClient
+        admin = AdminClient(self.client_config)
+        try:
+            return set(admin.list_topics(timeout=self.timeout).topics)
+        finally:
+            admin.close()
+
+    def _error(self, exc: Exception, sql: str) -> QueryError:
+        if isinstance(exc, duckdb.InterruptException) or self._interrupted:
+            return QueryError("the query was cancelled", "cancelled")
+        if isinstance(exc, pa.ArrowException) and isinstance(exc.__cause__, QueryError):
+            return exc.__cause__
+        return describe(exc, sql, self._topic_names)
+
+
+def _parsed_table_names(sql: str) -> list[str]:
+    """The tables ``sql`` names, read from DuckDB's parse tree (no binding):
+    every BASE_TABLE reference but the common table expressions'."""
+    tree = json.loads(duckdb.connect().execute("SELECT json_serialize_sql(?)", [sql])
+                      .fetchall()[0][0])
+    tables, ctes = set(), set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE" and "table_name" in node:
+                tables.add(node["table_name"])
+            for entry in (node.get("cte_map") or {}).get("map", []) if isinstance(
+                    node.get("cte_map"), dict) else []:
+                ctes.add(entry.get("key"))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(tree)
+    return sorted(tables - ctes)
+
+
+def _relation(con, sql: str, error):
+    """``con.sql(sql)``: the answer as a relation, read as Arrow without a
+    copy (``execute`` makes one). Its errors name no position; ``execute``'s
+    do, and a query DuckDB refuses is refused before any topic is read, so
+    a refused query is run again through ``execute`` for its message."""
+    try:
+        return con.sql(sql)
+    except duckdb.Error as exc:
+        try:
+            con.execute(sql)
+        except duckdb.Error as positioned:
+            raise error(positioned, sql) from None
+        raise error(exc, sql) from None
+
+
+def _with_values(batches, decoded, schema: pa.Schema):
+    """``batches`` (BASE_SCHEMA) with the value's columns added."""
+    for batch in batches:
+        if decoded is not None:
+            batch = pa.RecordBatch.from_arrays(
+                [*batch.columns, *decoded.arrays(batch.column("value"))], schema=schema)
+        yield batch
+
+
+_UNKNOWN_TABLE = re.compile(r"Table with name (.+?) does not exist!")
+_UNKNOWN_COLUMN = re.compile(r'Referenced column (".+?") not found in FROM clause!')
+
+
+def describe(exc: Exception, sql: str, topic_names=None) -> QueryError:
+    """DuckDB's error as one line: what is wrong, then where (line and
+    column of the query) when DuckDB shows it. ``topic_names()``: for a
+    "did you mean" after an unknown topic."""
+    text = str(exc)
+    lines = text.split("\n")
+    first = lines[0]
+    kind_name, _, message = first.partition(": ")
+    if not message:
+        kind_name, message = "", first
+    where = _position(lines, sql)
+    kind = "invalid"
+    if kind_name == "Parser Error":
+        kind = "syntax"
+    elif (m := _UNKNOWN_TABLE.search(message)):
+        kind, name = "unknown_topic", m[1]
+        message = f"unknown topic {name}"
+        close = difflib.get_close_matches(name, sorted(topic_names()), n=1) if topic_names else []
+        if close:
+            message += f" (did you mean {close[0]!r}?)"
+    elif (m := _UNKNOWN_COLUMN.search(message)):
+        kind = "unknown_column"
+        candidates = next((ln for ln in lines[1:] if ln.startswith("Candidate bindings: ")), "")
+        message = f"unknown column {m[1]}" + (
+            f" (candidates: {candidates[len('Candidate bindings: '):]})" if candidates else "")
+    elif kind_name == "Out of Memory Error":
+        message = f"the query needs more memory than its limit: {message}"
+    return QueryError(message.rstrip(".!") + (f" at {where}" if where else ""), kind)
+
+
+def _position(lines: list[str], sql: str) -> str:
+    """'line L, column C' of DuckDB's caret under its ``LINE L: ...`` excerpt."""
+    for i, line in enumerate(lines[:-1]):
+        m = re.match(r"LINE (\d+): ", line)
+        if not m or "^" not in lines[i + 1]:
+            continue
+        number, excerpt = int(m[1]), line[m.end():]
+        caret = lines[i + 1].index("^") - m.end()
+        if excerpt.startswith("..."):
+            excerpt, caret = excerpt[3:], caret - 3
+        excerpt = excerpt[:-3] if excerpt.endswith("...") else excerpt
+        source = sql.split("\n")[number - 1] if number <= sql.count("\n") + 1 else ""
+        start = source.find(excerpt.rstrip()) if excerpt.strip() else -1
+        column = (start if start >= 0 else 0) + caret + 1
+        return f"line {number}, column {column}"
+    return ""
+
+
+def json_cell(v):
+    """A cell of an answer as JSON's types: bytes as UTF-8 text (\\x escapes
+    for bytes that are not), times and dates ISO 8601, decimals as text."""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "backslashreplace")
+    if isinstance(v, dict):
+        return {k: json_cell(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_cell(x) for x in v]
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)

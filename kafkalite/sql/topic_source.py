@@ -1,0 +1,119 @@
+"""A topic as a table: its records as a stream of Arrow record batches.
+
+Columns (``BASE_SCHEMA``; the value's fields follow when values.py
+decodes them):
+    partition  int32
+    offset     int64
+    timestamp  timestamp[ms, UTC]
+    key        binary (null: no key)
+    value      binary (null: tombstone)
+    headers    list<struct<key: string, value: binary>>
+
+``history`` reads the whole history a query covers: every partition from
+its log start to its last stable offset asked when the read starts
+(read_committed: aborted records are left out, and an open transaction's
+records are past the bound), through one Consumer's ``consume_batch``
+(the native fetch path, already Arrow). The bound is fixed first, so a
+query answers the same rows however long it runs while producers write.
+``tail`` reads what arrives from the end of each partition on, for
+EMIT CHANGES. Both are generators: a batch is made when DuckDB asks for
+it, and dropped once DuckDB has read it.
+
+Who may call: session.py, on the thread that runs the query (a Consumer
+is not thread-safe: one per topic per query, closed when the stream ends
+or is dropped).
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
+from kafkalite.client.arrow import HEADER_TYPE, TIMESTAMP_TYPE
+
+BASE_SCHEMA = pa.schema([
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("timestamp", TIMESTAMP_TYPE),
+    ("key", pa.binary()),
+    ("value", pa.binary()),
+    ("headers", HEADER_TYPE),
+])
+BASE_COLUMNS = tuple(BASE_SCHEMA.names)
+# how long one consume_batch waits for records before the read checks again
+POLL_S = 0.5
+
+
+def consumer_config(client_config: dict) -> dict:
+    """The Consumer's properties for a query's read: no group (nothing is
+    committed), read_committed, the caller's connection settings."""
+    return {**client_config, "isolation.level": "read_committed", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest"}
+
+
+def partitions(consumer: Consumer, topic: str, timeout: float) -> list[int]:
+    """The topic's partitions; UnknownTopicOrPartitionError if it does not exist."""
+    md = consumer.list_topics(topic, timeout)
+    tm = md.topics.get(topic)
+    if tm is None or tm.error is not None:
+        from kafkalite import errors
+        raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+    return sorted(tm.partitions)
+
+
+def _project(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """consume_batch's columns (client/arrow.py's SCHEMA) as BASE_SCHEMA's."""
+    return pa.RecordBatch.from_arrays([batch.column(name) for name in BASE_COLUMNS],
+                                      schema=BASE_SCHEMA)
+
+
+def history(client_config: dict, topic: str, timeout: float = 30.0):
+    """Batches (BASE_SCHEMA) of ``topic`` from each partition's log start to
+    its last stable offset when this is first advanced."""
+    consumer = Consumer(consumer_config(client_config))
+    try:
+        parts = partitions(consumer, topic, timeout)
+        ends = {}
+        for p in parts:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout)
+            if high > low:
+                ends[p] = high
+        if not ends:
+            return
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        # a partition's end offset by partition number, for the mask of
+        # records past the bound (a fetch brings what arrived since)
+        bound = pa.array([ends.get(p, 0) for p in range(max(ends) + 1)], pa.int64())
+        while ends:
+            batch = consumer.consume_batch(POLL_S)
+            if batch.num_rows:
+                batch = _project(batch)
+                past = pc.less(batch.column("offset"), pc.take(bound, batch.column("partition")))
+                if not pc.all(past).as_py():
+                    batch = batch.filter(past)
+                if batch.num_rows:
+                    yield batch
+            for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
+                # control records and aborted ones move the position without a row
+                if tp.offset >= ends[tp.partition]:
+                    del ends[tp.partition]
+                    consumer.incremental_unassign([TopicPartition(topic, tp.partition)])
+    finally:
+        consumer.close()
+
+
+def tail(client_config: dict, topic: str, timeout: float = 30.0):
+    """Batches (BASE_SCHEMA) of the records ``topic`` gets from now on, for
+    ever (the caller stops by closing the generator); an empty batch after
+    each wait of POLL_S without records, so the caller can check a stop."""
+    consumer = Consumer(consumer_config(client_config))
+    try:
+        parts = partitions(consumer, topic, timeout)
+        # the end of each partition now: records produced after the query
+        # starts are its rows (OFFSET_END would be resolved at the first fetch)
+        consumer.assign([TopicPartition(topic, p, consumer.get_watermark_offsets(
+            TopicPartition(topic, p), timeout)[1]) for p in parts])
+        while True:
+            yield _project(consumer.consume_batch(POLL_S))
+    finally:
+        consumer.close()

@@ -1,0 +1,179 @@
+"""``POST /query`` (kafkalite/sql/http_query.py) on the node's HTTP port:
+answers as a ksqlDB-style JSON array checked against what was produced,
+bad input answered 400 (405, 415) with one line, a query past its
+``timeout_ms`` cancelled, EMIT CHANGES streamed; and, on a server with
+security on, the login in front of it and the user's Read ACLs on every
+topic a query names.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from harness import sasl_config, secured_server, stop_server, wait_until
+from kafkalite.client import AdminClient, NewTopic, Producer
+
+
+def post(url: str, body, user: tuple | None = None, ctype: str = "application/json",
+         timeout: float = 60):
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method="POST",
+                                     headers={"Content-Type": ctype})
+    if user:
+        token = base64.b64encode(f"{user[0]}:{user[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        body = exc.read()
+        return exc.code, json.loads(body) if exc.headers.get_content_type() == \
+            "application/json" else body.decode()
+
+
+def query_url(server) -> str:
+    return server.info["query"].rstrip("/")
+
+
+@pytest.fixture
+def orders(server, topic_name):
+    admin = AdminClient(server.config())
+    admin.create_topics([NewTopic(topic_name, 3, 1)])[topic_name].result(30)
+    admin.close()
+    producer = Producer(server.config())
+    model = [(f"k{i % 5}", i) for i in range(200)]
+    for key, i in model:
+        producer.produce(topic_name, json.dumps({"n": i}).encode(), key=key.encode())
+    assert producer.flush(30) == 0
+    return topic_name, model
+
+
+def test_an_answer_is_a_header_then_rows(server, orders):
+    topic, model = orders
+    status, answer = post(query_url(server), {
+        "sql": f'SELECT CAST(key AS VARCHAR) AS k, count(*) AS n, '
+               f'CAST(sum(CAST(json_extract(decode(value), \'$.n\') AS INT)) AS BIGINT) AS total '
+               f'FROM "{topic}" GROUP BY k ORDER BY k'})
+    assert status == 200, answer
+    assert answer[0] == {"header": {"columns": ["k", "n", "total"],
+                                    "schema": "`k` string, `n` int64, `total` int64"}}
+    expected = {}
+    for key, i in model:
+        n, total = expected.get(key, (0, 0))
+        expected[key] = (n + 1, total + i)
+    assert [r["row"]["columns"] for r in answer[1:]] == \
+        [[k, n, total] for k, (n, total) in sorted(expected.items())]
+    # a point lookup by key; ksqlDB's body name works too
+    status, answer = post(query_url(server), {
+        "ksql": f"SELECT \"offset\" FROM \"{topic}\" WHERE key = 'k3'::BLOB"})
+    assert status == 200 and len(answer) == 1 + sum(1 for k, _ in model if k == "k3")
+
+
+@pytest.mark.parametrize("body, status, kind, text", [
+    ({"sql": "SELECT * FORM x"}, 400, "syntax", 'syntax error at or near "x" at line 1, column 15'),
+    ({"sql": 'SELECT * FROM "no-such-topic-http"'}, 400, "unknown_topic",
+     "unknown topic no-such-topic-http at line 1, column 15"),
+    ({"sql": "SELECT CAST('x' AS INT)"}, 400, "invalid", "Could not convert string 'x' to INT32"),
+    ({"sql": ""}, 400, None, 'the body needs "sql": the query'),
+    ({"sql": "SELECT 1", "timeout_ms": -1}, 400, None, '"timeout_ms" must be a positive number'),
+])
+def test_bad_input_is_400_with_one_line(server, body, status, kind, text):
+    got, answer = post(query_url(server), body)
+    assert got == status and text in answer["error"] and "\n" not in answer["error"], answer
+    assert answer.get("kind") == kind
+
+
+def test_wrong_method_and_wrong_body_type(server):
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(query_url(server), timeout=30)
+    assert caught.value.code == 405
+    assert post(query_url(server), b"sql=SELECT 1", ctype="application/x-www-form-urlencoded") \
+        == (415, {"error": "send the body as application/json"})
+
+
+def test_a_query_past_its_timeout_is_cancelled(server):
+    started = time.monotonic()
+    status, answer = post(query_url(server), {
+        "sql": "SELECT count(*) FROM range(1000000000000) a, range(10) b "
+               "WHERE a.range % 7 = b.range", "timeout_ms": 1000})
+    assert status == 400 and answer == {
+        "error": "the query ran longer than its timeout (1 s: timeout_ms)", "kind": "timeout"}
+    assert time.monotonic() - started < 30
+
+
+def test_emit_changes_streams_the_rows_of_new_records(server, orders):
+    topic, _ = orders
+    request = urllib.request.Request(query_url(server), method="POST", data=json.dumps({
+        "sql": f"SELECT CAST(value AS VARCHAR) AS v FROM \"{topic}\" WHERE key = 'k9' "
+               f"EMIT CHANGES"}).encode(), headers={"Content-Type": "application/json"})
+    resp = urllib.request.urlopen(request, timeout=60)
+    lines: list[bytes] = []
+    def read():
+        try:
+            lines.extend(iter(resp.readline, b""))
+        except (AttributeError, OSError, ValueError):   # closed under it, at the test's end
+            pass
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    producer = Producer(server.config())
+
+    def a_row_came():
+        producer.produce(topic, b"new", key=b"k9")
+        producer.produce(topic, b"other", key=b"k1")
+        producer.flush(30)
+        return any(b'"row"' in line for line in lines)
+    wait_until(a_row_came, 60, "a streamed row", interval=1.0)
+    resp.close()
+    assert lines[0].startswith(b'[{"header":{"columns":["v"]')
+    rows = [line for line in lines if b'"row"' in line]
+    assert all(json.loads(line.lstrip(b",")) == {"row": {"columns": ["new"]}} for line in rows)
+
+
+PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    srv = secured_server(tmp_path_factory.mktemp("sql-acls"), PASSWORDS)
+    try:
+        from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
+                                           ResourcePatternType, ResourceType)
+        from confluent_kafka.admin import AdminClient as KafkaAdmin
+        from confluent_kafka.admin import NewTopic as KafkaNewTopic
+        admin = KafkaAdmin(sasl_config(srv, "admin", PASSWORDS["admin"]))
+        for f in admin.create_topics([KafkaNewTopic(t, 1, 1) for t in ("open", "closed")]).values():
+            f.result(30)
+        for f in admin.create_acls([AclBinding(ResourceType.TOPIC, "open",
+                                               ResourcePatternType.LITERAL, "User:alice", "*",
+                                               AclOperation.READ, AclPermissionType.ALLOW)]).values():
+            f.result(30)
+        from confluent_kafka import Producer as KafkaProducer
+        producer = KafkaProducer(sasl_config(srv, "admin", PASSWORDS["admin"]))
+        for t in ("open", "closed"):
+            producer.produce(t, b"v", b"k")
+        assert producer.flush(30) == 0
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+def test_a_query_reads_only_the_topics_the_user_may_read(secured):
+    url, alice = query_url(secured), ("alice", PASSWORDS["alice"])
+    assert post(url, {"sql": "SELECT count(*) AS n FROM open"}, alice) == \
+        (200, [{"header": {"columns": ["n"], "schema": "`n` int64"}}, {"row": {"columns": [1]}}])
+    for sql in ("SELECT * FROM closed", "SELECT * FROM open JOIN closed USING (key)",
+                "SELECT * FROM nonexistent"):
+        assert post(url, {"sql": sql}, alice) == (403, {
+            "error": f"not authorized to read topic {sql.split()[-1] if 'JOIN' not in sql else 'closed'!r}",
+            "kind": "denied"}), sql
+    assert post(url, {"sql": "SELECT count(*) AS n FROM closed"},
+                ("admin", PASSWORDS["admin"]))[0] == 200
+    status, _ = post(url, {"sql": "SELECT 1"}, None)
+    assert status == 401
+    assert post(url, {"sql": "SELECT 1"}, ("alice", "wrong"))[0] == 401
