@@ -77,62 +77,68 @@ def append_once(rm, part, records, index):
 
 
 cdef object _append(rm, part, log, records, Py_buffer* view, index):
-    # PartitionLog.append, origin CLIENT, no control batches
-    cdef int64_t epoch = log._leader_epoch
-    clock = log._clock
+    # PartitionLog.append, origin CLIENT, no control batches. The log's,
+    # its segment's and its config's plain attributes are read and set in
+    # their instance dicts: from C, ``obj.attr`` walks the type for a
+    # descriptor first, and those walks were a third of this function's
+    # instructions (none of these names is a descriptor of its class).
+    cdef dict ld = log.__dict__
+    cdef int64_t epoch = ld["_leader_epoch"]
+    clock = ld["_clock"]
     cdef int64_t now
     if clock is _wall_clock_ms:
         now = _now_ms()
     else:
         now = clock()
-    cfg = log.config
-    cdef int64_t append_time = now if cfg.log_append_time else -1
+    cdef dict cfg = ld["config"].__dict__
+    cdef int64_t append_time = now if cfg["log_append_time"] else -1
     scan = validate_for_append(
-        records, next_offset=log._log_end, leader_epoch=epoch,
-        max_batch_bytes=cfg.max_message_bytes, require_keys=cfg.compact,
+        records, next_offset=ld["_log_end"], leader_epoch=epoch,
+        max_batch_bytes=cfg["max_message_bytes"], require_keys=cfg["compact"],
         log_append_time=append_time, allow_control=False)
     if scan.batch_count != 1:
         return None
-    producer_state = log.producer_state
+    producer_state = ld["producer_state"]
     cdef bint producer = scan.producer_batch_count != 0
     if producer and producer_state.check(scan) is not None:
         return None         # a retry: the full path answers its original offsets
-    if epoch > log.leader_epoch_cache.latest_epoch:
+    if epoch > ld["leader_epoch_cache"].latest_epoch:
         return None         # the first append of an epoch: the cache learns it there
     # PartitionLog._write
     cdef int64_t size = scan.size_in_bytes
     cdef int64_t first = scan.first_offset
     cdef int64_t last = scan.last_offset
     cdef int64_t bmax = scan.max_timestamp
-    if size > cfg.segment_bytes:
+    if size > cfg["segment_bytes"]:
         return None         # RecordListTooLargeError, the full path's
-    segments = log._segments
+    cdef list segments = ld["_segments"]
     seg = segments[len(segments) - 1]     # (no negative indexes: setup.py's wraparound=False)
-    if _should_roll(seg, cfg, size, last, bmax, now):
+    cdef dict sd = seg.__dict__
+    if _should_roll(sd, cfg, size, last, bmax, now):
         return None
-    _segment_append(seg, records, view, first, last, size, bmax)
-    log._log_end = last + 1
+    _segment_append(seg, sd, records, view, first, last, size, bmax)
+    ld["_log_end"] = last + 1
     if producer:
         for txn in producer_state.update(scan):
             if txn.aborted:
                 log._index_aborted(txn, seg)
-    log._unflushed_messages += scan.record_count
-    if (log._unflushed_messages >= cfg.flush_messages
-            or now - log._last_flush_ms >= cfg.flush_ms):
+    cdef int64_t unflushed = ld["_unflushed_messages"] + scan.record_count
+    ld["_unflushed_messages"] = unflushed
+    if unflushed >= cfg["flush_messages"] or now - ld["_last_flush_ms"] >= cfg["flush_ms"]:
         log.flush()
     # Partition.maybe_increment_high_watermark: the leader is the whole ISR
-    cdef int64_t end = log._log_end
-    cdef bint moved = end > log._high_watermark
+    cdef int64_t end = ld["_log_end"]
+    cdef bint moved = end > ld["_high_watermark"]
     if moved:
-        log._high_watermark = end
+        ld["_high_watermark"] = end
     # ReplicaManager._publish
     ongoing = producer_state.ongoing
-    hw = log._high_watermark
+    hw = ld["_high_watermark"]
     lso = hw if not ongoing else min(hw, producer_state.first_unstable_offset())
-    log_start = log._log_start
+    log_start = ld["_log_start"]
     rm.leader_states.publish(part.topic, part.index, hw, lso, log_start, part.leader_epoch)
     # ReplicaManager.append: stats and wake-ups
-    topic_stats = rm.topic_stats
+    cdef dict topic_stats = rm.topic_stats
     stats = topic_stats.get(part.topic)
     if stats is None:
         stats = topic_stats[part.topic] = [0, 0, 0]
@@ -148,25 +154,25 @@ cdef object _append(rm, part, log, records, Py_buffer* view, index):
     return (index, first, append_time, log_start)
 
 
-cdef bint _should_roll(seg, cfg, int64_t size, int64_t last, int64_t max_timestamp,
+cdef bint _should_roll(dict sd, dict cfg, int64_t size, int64_t last, int64_t max_timestamp,
                        int64_t now) except -1:
-    # LogSegment.should_roll
-    cdef int64_t seg_size = seg._size
+    # LogSegment.should_roll (``sd``: the segment's instance dict)
+    cdef int64_t seg_size = sd["_size"]
     if not seg_size:
         return False
-    cdef int64_t first_ts = seg.first_batch_timestamp
-    cdef int64_t waited = max_timestamp - first_ts if first_ts >= 0 else now - seg.created_ms
-    return (seg_size + size > cfg.segment_bytes
-            or waited > cfg.segment_ms - cfg.segment_jitter_ms
-            or seg.offset_index.full or seg.time_index.full
-            or last - <int64_t>seg.base_offset > INT32_MAX)
+    cdef int64_t first_ts = sd["first_batch_timestamp"]
+    cdef int64_t waited = max_timestamp - first_ts if first_ts >= 0 else now - sd["created_ms"]
+    return (seg_size + size > cfg["segment_bytes"]
+            or waited > cfg["segment_ms"] - cfg["segment_jitter_ms"]
+            or sd["offset_index"].full or sd["time_index"].full
+            or last - <int64_t>sd["base_offset"] > INT32_MAX)
 
 
-cdef int _segment_append(seg, records, Py_buffer* view, int64_t first, int64_t last,
+cdef int _segment_append(seg, dict sd, records, Py_buffer* view, int64_t first, int64_t last,
                          int64_t size, int64_t bmax) except -1:
-    # LogSegment.append of one batch, and its _write_at
-    cdef int64_t start = seg._size
-    cdef int fd = seg.file.fileno()
+    # LogSegment.append of one batch, and its _write_at (``sd``: its instance dict)
+    cdef int64_t start = sd["_size"]
+    cdef int fd = sd["file"].fileno()
     cdef Py_ssize_t total = view.len
     cdef Py_ssize_t done
     with nogil:
@@ -176,32 +182,32 @@ cdef int _segment_append(seg, records, Py_buffer* view, int64_t first, int64_t l
         # the file back and raises KafkaStorageError
         seg._write_at(records, start)
     else:
-        seg._size = start + total
-    cdef int64_t since = seg._bytes_since_last_index_entry
-    cdef int64_t interval = seg.config.index_interval_bytes
-    cdef int64_t max_ts = seg.max_timestamp
-    max_off = seg.offset_of_max_timestamp
-    tail = seg._tail
-    lasts = seg._tail_lasts
-    if seg._tail_end != start:
+        sd["_size"] = start + total
+    cdef int64_t since = sd["_bytes_since_last_index_entry"]
+    cdef int64_t interval = sd["config"].index_interval_bytes
+    cdef int64_t max_ts = sd["max_timestamp"]
+    max_off = sd["offset_of_max_timestamp"]
+    cdef list tail = sd["_tail"]
+    cdef list lasts = sd["_tail_lasts"]
+    if sd["_tail_end"] != start:
         del tail[:], lasts[:]          # what they held no longer ends at the file's end
     tail.append((first, last, start, size))
     lasts.append(last)
     if bmax > max_ts:
         max_ts, max_off = bmax, last
     if since > interval:
-        seg.offset_index.append(last, start)
-        seg.time_index.maybe_append(max_ts, max_off)
+        sd["offset_index"].append(last, start)
+        sd["time_index"].maybe_append(max_ts, max_off)
         since = 0
     since += size
-    seg._bytes_since_last_index_entry = since
-    seg.max_timestamp = max_ts
-    seg.offset_of_max_timestamp = max_off
+    sd["_bytes_since_last_index_entry"] = since
+    sd["max_timestamp"] = max_ts
+    sd["offset_of_max_timestamp"] = max_off
     cdef Py_ssize_t over = len(tail) - TAIL_BATCHES
     if over > TAIL_BATCHES:
         del tail[:over], lasts[:over]
-    seg._tail_end = seg._size
+    sd["_tail_end"] = sd["_size"]
     if start == 0:
-        seg.first_batch_timestamp = bmax
-    seg.next_offset = last + 1
+        sd["first_batch_timestamp"] = bmax
+    sd["next_offset"] = last + 1
     return 0
