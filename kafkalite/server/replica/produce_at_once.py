@@ -13,10 +13,12 @@ changes nothing unless every partition qualifies, so whatever it returns
 None for is served by the full path exactly as before; what it serves it
 serves as the full path would, error for error: the log's checks
 (validation, producer-state sequence rules, sizes) are the same
-``PartitionLog.append``, a refused batch answers its partition's error
-with the validator's record errors, the high watermark moves as
-``Partition.append_as_leader`` moves it, and appends wake the purgatory as
-``ReplicaManager.append`` does (through the loop's gathered wake-ups).
+``PartitionLog.append``'s (or, for the common one-batch append, the
+same steps in one C pass: ext/leader_append.pyx), a refused batch answers
+its partition's error with the validator's record errors, the high
+watermark moves as ``Partition.append_as_leader`` moves it, and appends
+wake the purgatory as ``ReplicaManager.append`` does (through the loop's
+gathered wake-ups).
 tests/server/test_produce_at_once.py holds it to the full path's answers.
 
 Who calls: ReplicaManager.produce, on its process's event-loop thread.
