@@ -357,8 +357,7 @@ class SupervisorStart:
         from kafkalite.server.controller import cluster_store
         cfg = self.config
         wait = cluster_store.START_TIMEOUT_S
-        ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count, wait)
-        return ids, cluster_store.cluster_brokers(cfg.cluster, wait)
+        return cluster_store.node_brokers(cfg.cluster, cfg.node_id, cfg.worker_count, wait)
 
     def _check_iceberg_warehouse(self, metadata) -> None:
         """A cluster with Iceberg topics and no warehouse every node reaches
