@@ -414,7 +414,7 @@ def keep_for_diagnosis(path, name: str) -> str:
 
 
 class TcpRelay:
-    """A TCP relay on 127.0.0.1 to ``upstream`` (host, port), for tests that
+    """A TCP relay on ``host`` (127.0.0.1) to ``upstream`` (host, port), for tests that
     put a slow or failing network between a server and what it calls (S3,
     PostgreSQL): each accepted connection gets one of its own to
     ``upstream`` and a thread a direction. Subclasses decide what passes:
@@ -423,9 +423,9 @@ class TcpRelay:
     requests)`` before each chunk goes on (``requests``: client to
     upstream); False ends the connection."""
 
-    def __init__(self, upstream: tuple[str, int]):
+    def __init__(self, upstream: tuple[str, int], host: str = "127.0.0.1"):
         self.upstream = upstream
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener = socket.create_server((host, 0))
         self.port = self._listener.getsockname()[1]
         self.closed = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()

@@ -149,7 +149,8 @@ def test_a_topic_replicated_across_the_nodes_works_over_curve(keys, two_nodes):
     import confluent_kafka as ck
     pg, nodes = two_nodes
     c = nodes[1]
-    node_of = cluster_store.cluster_brokers(pg.dsn)
+    with psycopg.connect(pg.dsn) as conn:
+        node_of = dict(conn.execute("SELECT broker_id, node_id FROM kafkalite_brokers").fetchall())
     assert sorted(node_of.values()) == [1, 1, 2, 2]
     c_keys = Keyed(c, keys)
     create(c_keys, "across", partitions=2, rf=2, **{"min.insync.replicas": "2"})

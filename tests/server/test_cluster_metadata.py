@@ -207,7 +207,7 @@ def test_coordinator_logs_and_producer_ids_follow_the_lease(db, tmp_path):
         sa.reserve_producer_ids(1000, 0)
     assert zombie.logs[index].log_end_offset == 3   # nothing appended here either
     theirs.write_offsets("g", {("t", 1): OffsetAndMetadata(8, -1, "", 4)}, 4)
-    assert [base for base, _ in sb.read_internal("__consumer_offsets", index)] == [0, 2, 3]
+    assert [base for base, _ in sb.read_internal("__consumer_offsets")[index]] == [0, 2, 3]
     for log_ in (theirs, zombie):
         log_.close()
     sb.close()

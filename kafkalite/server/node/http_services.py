@@ -41,6 +41,9 @@ class HttpServices:
         the node's workers could join and the dead controller's partitions
         could move. The node is not ready (server.json) before."""
         self._http_after = None
+        if self._http_closing is not None:      # the broker node's port, to bind again
+            self._http_closing.join()
+            self._http_closing = None
         cfg = self.config
         bootstrap = f"{_bracket(self._local_host())}:{self.native.port}"
         login = http_login(cfg, self.acl_control.authorizer)

@@ -65,6 +65,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -538,6 +539,9 @@ class RunningWorkers:
     every worker had started and recovered its logs."""
     lock_fd: int
     workers: list[WorkerProcess]
+    # the broker node's HTTP port still closing (BrokerNode.hand_over):
+    # the supervisor waits for it before it binds its own (_serve_http)
+    http_closing: threading.Thread | None = None
 
     def running(self) -> dict[int, WorkerProcess]:
         """{broker id: worker} of those still alive."""

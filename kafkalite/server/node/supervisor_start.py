@@ -65,19 +65,26 @@ class SupervisorStart:
         """Bind, spawn or adopt the workers and the ingest gateway, and serve
         (the steps below, in this order: each needs what the one before made)."""
         cfg, early = self.config, self.early
+        steps = _Steps(takeover=self.handed is not None)
         running = self._take_lock()
         broker_ids, nodes = list(range(cfg.worker_count)), {}
         if cfg.cluster:
             broker_ids, nodes = self._cluster_brokers()
         broker_count = max(nodes) + 1 if nodes else cfg.worker_count
         metadata = self._open_metadata()
+        steps.done("metadata")
         users_path = self._start_controller(metadata, nodes, broker_count)
+        steps.done("controller")
         self._start_group_coordinator(metadata)
         self._start_coordinators(metadata)
+        steps.done("coordinators")
         self._start_request_paths(users_path)
+        steps.done("request paths")
         self.start_retryable = False        # ports and threads from here on
         advertised = self._bind_listeners()
         self._take_workers(running, broker_ids, advertised)
+        steps.done("listeners and workers")
+        steps.log(cfg.node_id)
         self._local = {w.index: w for w in self.workers}
         self._config_digest = config_digest(cfg)
         for w in self.workers:
@@ -343,6 +350,7 @@ class SupervisorStart:
                 self._spawn(self.workers[-1])
             if handed is not None:
                 handed.lock_fd = -1                 # this supervisor's now
+                self._http_closing = handed.http_closing
                 self._http_after = time.monotonic() + ADOPT_WAIT_S
                 stop_children(list(running_here.values()), SHUTDOWN_TIMEOUT_S)
                 # the running ones join this controller (worker.py
@@ -357,8 +365,7 @@ class SupervisorStart:
         from kafkalite.server.controller import cluster_store
         cfg = self.config
         wait = cluster_store.START_TIMEOUT_S
-        ids = cluster_store.broker_ids(cfg.cluster, cfg.node_id, cfg.worker_count, wait)
-        return ids, cluster_store.cluster_brokers(cfg.cluster, wait)
+        return cluster_store.node_brokers(cfg.cluster, cfg.node_id, cfg.worker_count, wait)
 
     def _check_iceberg_warehouse(self, metadata) -> None:
         """A cluster with Iceberg topics and no warehouse every node reaches
@@ -403,6 +410,28 @@ class SupervisorStart:
             raise AnotherController(self.lease.holder)
         self.lease.start()
         return PostgresMetadataStore(cfg.cluster, self.lease)
+
+
+class _Steps:
+    """How long a takeover's start took, step by step: said in the log
+    (a controller failover's time is lease expiry + this + the workers'
+    hellos, tests/server/test_cluster_partitions.py)."""
+
+    def __init__(self, takeover: bool):
+        self.takeover = takeover
+        self.began = self._last = time.monotonic()
+        self.took: list[str] = []
+
+    def done(self, step: str) -> None:
+        now = time.monotonic()
+        self.took.append(f"{step} {now - self._last:.2f} s")
+        self._last = now
+
+    def log(self, node_id: int) -> None:
+        if self.takeover:
+            log.warning("node %d took over as the controller: its start took %.2f s (%s)",
+                        node_id, time.monotonic() - self.began,
+                        ", ".join(self.took))
 
 
 class AnotherController(Exception):
