@@ -44,9 +44,6 @@ MODULE_EXCEPTIONS: dict[str, tuple[int, str]] = {
     "kafkalite/client/admin.py": (
         1057, "AdminClient is one class a user imports, one method per admin call, and the "
               "result types those calls return"),
-    "kafkalite/server/controller/cluster_store.py": (
-        1029, "one job, the cluster's PostgreSQL schema: every class shares its advisory lock, "
-              "timeouts, backoff and lease fence"),
     "kafkalite/streams/runtime.py": (
         1014, "KafkaStreams and its threaded variant share one life cycle (states, rebalance "
               "callbacks, tasks, exactly-once commits)"),
