@@ -16,7 +16,8 @@ not print what it promises, one that never ends and a background process
 that dies after its block (``test_the_walk_catches_a_planted_fault``), and
 the Streams example (docs/streams.md) without rocksdict. Sections that need what
 this machine may lack (Spark and Java; PostgreSQL's server and psql) are
-skipped saying so; the CI installs everything.
+passed over by their page's walk and skipped by name, saying why
+(``test_readme_section_left_out_here``); the CI installs everything.
 """
 import importlib.util
 import os
