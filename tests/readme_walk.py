@@ -22,9 +22,10 @@ rendered, read by no one but this walk):
 - ``<!-- walk: exit N -->``: the block is meant to end with status N.
 - ``<!-- walk: twice -->``: run it again right after: a second run must
   work too (a snippet that creates what it needs).
-- ``<!-- walk: after SECTION -->``: the walk first runs SECTION's first
-  walk (a section of the same page), as a reader who did that section is
-  set up (its server, users, files).
+- ``<!-- walk: after SECTION -->``: the section's own walk first runs
+  SECTION's first walk (a section of the same page), as a reader who did
+  that section is set up (its server, users, files); a page's walk has run
+  it already.
 - ``<!-- walk: file NAME; run: COMMAND -->``: the block is the file NAME
   (a test module, say), run by COMMAND.
 - ``<!-- walk: no server: REASON -->``: the walk starts no server for it.
