@@ -6,10 +6,14 @@ Reading: ``walks(text, page)`` splits a Markdown page into sections (``#``
 to ``###`` headings) and each section's fenced blocks into walks. A walk is
 what one user session does: its blocks run in order, in one directory, one
 network namespace and one /tmp of their own, so the README's default ports
-are free and nothing is left over from another section or another run. A block that starts a
+are free and nothing is left over from another page or another run. A block that starts a
 ``kafkalite server`` begins a new walk unless it is the section's first
 (the Security section's TLS example is a second set-up, not a second server
-beside the first).
+beside the first). ``page_walk(text, page)`` is the whole page as one walk,
+its sections' walks in order: what a reader who pastes the page top to
+bottom runs (issue 74), and what tests/test_readme_walk.py walks. A page
+that starts a server of other settings while one runs stops it first
+(``kafkalite server-stop``), as its reader must.
 
 Markers, HTML comments on the lines right before a block (invisible once
 rendered, read by no one but this walk):
@@ -18,9 +22,10 @@ rendered, read by no one but this walk):
 - ``<!-- walk: exit N -->``: the block is meant to end with status N.
 - ``<!-- walk: twice -->``: run it again right after: a second run must
   work too (a snippet that creates what it needs).
-- ``<!-- walk: after SECTION -->``: the walk first runs SECTION's first
-  walk (a section of the same page), as a reader who did that section is
-  set up (its server, users, files).
+- ``<!-- walk: after SECTION -->``: the section's own walk first runs
+  SECTION's first walk (a section of the same page), as a reader who did
+  that section is set up (its server, users, files); a page's walk has run
+  it already.
 - ``<!-- walk: file NAME; run: COMMAND -->``: the block is the file NAME
   (a test module, say), run by COMMAND.
 - ``<!-- walk: no server: REASON -->``: the walk starts no server for it.
@@ -35,17 +40,18 @@ as a file given to ``python``, with this checkout first on PYTHONPATH (the
 ``kafkalite`` console script then imports it too). Blocks in other
 languages (toml, properties, text, c) are a file's contents or a listing:
 listed, not run; a block without a language is an error (say which it is).
-A walk whose blocks start no server gets the README's own ``kafkalite
+A walk whose first blocks start no server gets the README's own ``kafkalite
 server`` (``server_command``: its opening block's), started in its
 directory and waited for until its ready line, as "with the server
-running" asks. A ``kafkalite
+running" asks; its later sections have what the blocks before them left. A ``kafkalite
 server`` line a block runs in the foreground (no ``&``) is started in the
 background and waited for the same way: the user would have left it
 running in another terminal.
 
 Once a walk's blocks passed, each server it left running is stopped with
 SIGTERM (its supervisor's pid from its data dir's server.json) and
-``kafkalite verify`` must pass on that data dir.
+``kafkalite verify`` must pass on the data dir of every server the walk
+saw running (one the page stopped itself too).
 
 A block fails if it exits with another status than it should, runs past
 its timeout, prints a Python traceback (a thread that died counts: the
@@ -73,6 +79,13 @@ import postgres
 from harness import child_env
 
 SERVER_COMMAND = "kafkalite server"     # how a line that starts a server begins
+
+
+def starts_server(line: str) -> bool:
+    """Whether a shell line starts a server: ``kafkalite server`` and its
+    arguments, not ``kafkalite server-stop``."""
+    return re.match(re.escape(SERVER_COMMAND) + r"(\s|$)", line) is not None
+
 READY_LINE = "kafkalite server ready"
 TRACEBACK = "Traceback (most recent call last)"
 RUN_LANGUAGES = {"sh": "bash", "bash": "bash", "shell": "bash", "python": "python"}
@@ -106,7 +119,7 @@ class Block:
 
     @property
     def starts_server(self) -> bool:
-        return self.runs and any(line.startswith(SERVER_COMMAND)
+        return self.runs and any(starts_server(line)
                                  for line in logical_lines(self.code))
 
     def name(self) -> str:
@@ -120,12 +133,18 @@ class Walk:
     blocks: list[Block]
     after: str | None = None    # a section whose first walk runs first
     page: str = "README.md"
+    # a whole page's walk (``page_walk``): its sections' walks, in order
+    parts: list["Walk"] = field(default_factory=list)
 
     @property
     def id(self) -> str:
-        """``<page>-<section>[-N]`` (``readme-acls``, ``docs-streams-streams``):
-        unique over the pages, a directory's name."""
-        slug = _slug(str(Path(self.page).with_suffix(""))) + "-" + _slug(self.section)
+        """``<page>-<section>[-N]`` (``readme-acls``, ``docs-streams-streams``),
+        ``<page>`` for a whole page's walk: unique over the pages, a
+        directory's name."""
+        slug = _slug(str(Path(self.page).with_suffix("")))
+        if self.parts:
+            return slug
+        slug += "-" + _slug(self.section)
         return slug + (f"-{self.index + 1}" if self.index else "")
 
     @property
@@ -194,6 +213,17 @@ def walks(text: str, page: str = "README.md") -> list[Walk]:
     return out
 
 
+def page_walk(text: str, page: str = "README.md") -> Walk:
+    """The whole page as one walk: every block in the page's order, in one
+    directory, as a reader who pastes the page top to bottom runs it (issue
+    74, item 3). Its ``parts`` are the sections' walks; ``after`` markers
+    name sections the page walked already and add nothing."""
+    parts = walks(text, page)
+    title = next((line.lstrip("#").strip() for line in text.splitlines()
+                  if re.match(r"#{1,3} ", line)), page)
+    return Walk(title, 0, [b for w in parts for b in w.blocks], page=page, parts=parts)
+
+
 def server_command(text: str) -> str:
     """The README's own command for a server with its defaults: the first
     ``kafkalite server`` its blocks run (``pip install -e . && kafkalite
@@ -202,7 +232,7 @@ def server_command(text: str) -> str:
         for line in logical_lines(b.code):
             for part in line.split("&&"):
                 part = part.split("#")[0].strip()
-                if part.startswith(SERVER_COMMAND):
+                if starts_server(part):
                     return part
     raise ValueError("no block runs a kafkalite server")
 
@@ -330,24 +360,33 @@ class Walker:
         self._n = 0
 
     # ---- one walk ----
-    def walk(self, walk: Walk, expect: dict[str, list[str]] | None = None) -> list[str]:
-        """Run ``walk``; return its failures (empty: it did what it said).
-        ``expect``: a piece of a block's code -> regexes its output must match."""
-        todo = [walk]
-        if walk.after is not None:
-            first = next((w for w in self.sections
-                          if w.page == walk.page and w.section == walk.after), None)
-            if first is None:
-                return [f"{walk.section} ({walk.page}): 'after {walk.after}' names no "
-                        f"section of its page"]
-            todo.insert(0, first)
+    def walk(self, walk: Walk, expect: dict[str, list[str]] | None = None,
+             leave_out: set[str] = frozenset()) -> list[str]:
+        """Run ``walk`` (a section's, or a whole page's: ``page_walk``);
+        return its failures (empty: it did what it said). ``expect``: a
+        piece of a block's code -> regexes its output must match;
+        ``leave_out``: sections of a page's walk passed over (what they
+        need is not on this machine)."""
+        if walk.parts:
+            todo = [w for w in walk.parts if w.section not in leave_out]
+            ours = set(map(id, todo))
+        else:
+            todo, ours = [walk], {id(walk)}
+            if walk.after is not None:
+                first = next((w for w in self.sections
+                              if w.page == walk.page and w.section == walk.after), None)
+                if first is None:
+                    return [f"{walk.section} ({walk.page}): 'after {walk.after}' names no "
+                            f"section of its page"]
+                todo.insert(0, first)
         home = self.root / walk.id
         home.mkdir(parents=True, exist_ok=True)
         self._outputs = []
         self._postgres = None
+        self._data_dirs: set[Path] = set()
         ns = _Namespace(walk.id[-20:] + str(self._n), home / "tmp", _kept_paths(self.env))
         try:
-            failure = self._walk(ns, home, todo, walk, expect or {})
+            failure = self._walk(ns, home, todo, ours, expect or {})
             if not failure:
                 failure = self._stop_and_verify(home)
         finally:
@@ -361,8 +400,12 @@ class Walker:
         return [f"{p.name}: a Python traceback:\n{_tail(p.read_text(errors='replace'))}"
                 for p in self._outputs if TRACEBACK in p.read_text(errors="replace")]
 
-    def _walk(self, ns, home, todo: list[Walk], walk: Walk, expect: dict) -> str | None:
-        if all(w.needs_server for w in todo):
+    def _walk(self, ns, home, todo: list[Walk], ours: set, expect: dict) -> str | None:
+        # the README's server, left running by the reader, for a walk whose
+        # first blocks need one; a later section that needs a server has the
+        # one its page left running (its page starts another if it must)
+        runnable = [w for w in todo if any(b.runs for b in w.blocks)]
+        if runnable and runnable[0].needs_server:
             failure = self._server(ns, home, self.server)
             if failure:
                 return failure
@@ -370,8 +413,10 @@ class Walker:
             for block in w.blocks:
                 if not block.runs:
                     continue
+                # what a section this walk runs first (``after``) promises
+                # is its own walk's to check
                 wanted = [e for key, es in expect.items() if key in block.code
-                          for e in es] if w is walk else []
+                          for e in es] if id(w) in ours else []
                 if block.marker("postgresql") is not None and self._postgres is None:
                     self._postgres = _Postgres(ns)
                     try:
@@ -380,39 +425,47 @@ class Walker:
                         return f"{block.name()}: {exc}"
                 for _ in range(2 if block.marker("twice") is not None else 1):
                     failure = self._block(ns, home, block, wanted)
+                    self._note_data_dirs(home)
                     if failure:
                         return failure
         return None
 
+    def _note_data_dirs(self, home: Path) -> None:
+        """The data dirs of the servers running now: each is verified once
+        the walk is over, also one whose server the page itself stopped
+        (its server.json is gone by then)."""
+        # os.walk, which passes over what vanishes under it (a Spark job still
+        # removing its temporary directories), not Path.rglob, which raises
+        self._data_dirs.update(Path(d) for d, _, files in os.walk(home)
+                               if "server.json" in files)
+
     def _stop_and_verify(self, home: Path) -> str | None:
         """Each server the walk left running stopped as its user stops one
         (SIGTERM to the supervisor named in its data dir's server.json),
-        then ``kafkalite verify`` of that data dir: the data of a healthy
-        server after a clean stop must pass (issue 74: verify reported
-        damage in directories the server itself writes)."""
-        # os.walk, which passes over what vanishes under it (a Spark job still
-        # removing its temporary directories), not Path.rglob, which raises
-        found = sorted(Path(d) / "server.json" for d, _, files in os.walk(home)
-                       if "server.json" in files)
-        for info in found:
+        then ``kafkalite verify`` of each data dir a server ran on: the data
+        of a healthy server after a clean stop must pass (issue 74: verify
+        reported damage in directories the server itself writes)."""
+        self._note_data_dirs(home)
+        for data_dir in sorted(self._data_dirs):
             try:
-                pid = int(json.loads(info.read_text())["pid"])
+                pid = int(json.loads((data_dir / "server.json").read_text())["pid"])
             except (OSError, ValueError, KeyError, TypeError):
-                continue
+                continue                # the page stopped it itself
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
-                pass                    # the page stopped it itself
+                pass
             deadline = time.monotonic() + self.timeout
             while _running(pid):
                 if time.monotonic() > deadline:
-                    return f"the server of {info.parent} still ran {self.timeout:.0f} s after SIGTERM"
+                    return f"the server of {data_dir} still ran {self.timeout:.0f} s after SIGTERM"
                 time.sleep(0.1)
+        for data_dir in sorted(d for d in self._data_dirs if d.is_dir()):
             done = subprocess.run([sys.executable, "-m", "kafkalite.cli", "verify",
-                                   str(info.parent)], capture_output=True, text=True,
+                                   str(data_dir)], capture_output=True, text=True,
                                   env=self.env, timeout=self.timeout)
             if done.returncode != 0:
-                return (f"`kafkalite verify {info.parent}` after its server stopped cleanly: "
+                return (f"`kafkalite verify {data_dir}` after its server stopped cleanly: "
                         f"exit status {done.returncode}\n{_tail(done.stdout + done.stderr)}")
         return None
 
@@ -443,7 +496,7 @@ class Walker:
         # user in a terminal of its own: here in the background, waited for
         lines = logical_lines(block.code)
         fg = [i for i, line in enumerate(lines)
-              if line.startswith(SERVER_COMMAND) and not line.rstrip().endswith("&")]
+              if starts_server(line) and not line.rstrip().endswith("&")]
         if not fg:
             return self._script(ns, home, block, block.code, expect)
         start = 0

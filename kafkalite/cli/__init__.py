@@ -21,6 +21,8 @@ command's module. What it may import: anything, as an entry point
 
 Subcommands:
   server      run a broker: a supervisor and partition worker processes
+  server-stop stop the server of a data directory and wait for it to exit
+              (like kafka-server-stop)
   topics      create, list, describe, alter, delete topics; elect leaders, reassign
               replicas (like kafka-topics, kafka-leader-election, kafka-reassign-partitions)
   produce     send lines from stdin to a topic (like kafka-console-producer)
@@ -108,6 +110,7 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
 # tools/verify-data-dir), so they stay in tools/ and are listed from there.
 COMMANDS = (
     ("server", "kafkalite.cli.server"),
+    ("server-stop", "kafkalite.cli.server_stop"),
     ("curve", "kafkalite.cli.curve"),
     ("users", "kafkalite.cli.users"),
     ("topics", "kafkalite.cli.topics"),
