@@ -12,6 +12,11 @@ parse raise DataException (the worker's error tolerance decides what
 follows). Configured with the keys after the ``key.converter.`` /
 ``value.converter.`` prefix; ``is_key`` says which side.
 
+Without schemas, a batch of objects is read the same way into the columns
+``pa.Table.from_pylist`` would make of the decoded dicts
+(batch_readers.schemaless_columns), handed on as ColumnarValues with no
+schema.
+
 The JsonConverter's batch path reads a batch of envelopes of one struct
 schema of flat fields (numbers, booleans, strings, Timestamp, Date, Time)
 with pyarrow's JSON reader into Arrow columns at once, and hands them on as
@@ -267,7 +272,15 @@ class JsonConverter(Converter):
         if column.null_count == n:
             # every key (or value) null: what to_connect_data makes of each, without a call
             return None, [None] * n
-        if not self.schemas_enable or column[0].as_py() is None:
+        if not self.schemas_enable:
+            from kafkalite.connect.batch_readers import schemaless_columns
+            table = schemaless_columns(column) if self._columns_read else None
+            if table is not None:
+                return None, ColumnarValues(
+                    table, lambda: super(JsonConverter, self).to_connect_batch(topic, column)[1],
+                    self._columns_unused)
+            return super().to_connect_batch(topic, column)
+        if column[0].as_py() is None:
             return super().to_connect_batch(topic, column)
         head = self._envelope_head(column[0].as_py())
         if head is None:
