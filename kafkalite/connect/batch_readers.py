@@ -30,8 +30,9 @@ import re
 # JSON tokens Arrow's reader reads otherwise than Python's json (NaN, Infinity), a
 # number Python reads as an int Arrow cannot hold (19 digits and more: Arrow makes a
 # double of it where from_pylist refuses it), a lone surrogate escape: a batch holding
-# any of them, even inside a string, is decoded record by record
-_UNSURE = re.compile(rb"NaN|Inf|\d{19}|\\u[dD][89a-fA-F]")
+# any of them, even inside a string, is decoded record by record; so is an integer -0
+# (Python's int 0, 0.0 in a float column; Arrow's -0.0 there)
+_UNSURE = re.compile(rb"NaN|Inf|\d{19}|\\u[dD][89a-fA-F]|-0(?![\d.eE])")
 
 
 def _strings_for_timestamps(t):
@@ -80,11 +81,14 @@ def schemaless_columns(column):
         if text is None:
             return None
         first = json.loads(column[0].as_py())
-        if len(first) != len(set(first)):
-            return None
+        if not first:
+            return None      # from_pylist of {} makes a table of no rows
         table = pj.read_json(pa.BufferReader(text))
         plain = pa.schema([f.with_type(_strings_for_timestamps(f.type)) for f in table.schema])
-        if plain != table.schema:
+        # read again with the types the first reading found where it had to guess a
+        # nested type: pyarrow 26's reader misplaces a list's values when the list's
+        # first value is null ([null, -1] read as [-1, 0]); told the type, it does not
+        if plain != table.schema or any(pa.types.is_nested(t) for t in plain.types):
             table = pj.read_json(pa.BufferReader(text),
                                  parse_options=pj.ParseOptions(explicit_schema=plain))
         if table.num_rows != n:
@@ -98,7 +102,7 @@ def schemaless_columns(column):
 # Avro field types the batch reader takes: (Avro type, logicalType) -> the Arrow type
 # fastavro's values are read as; the Connect type then gives the column's type
 _AVRO_PLAIN = {("long", None): "int64", ("int", None): "int64", ("double", None): "float64",
-               ("float", None): "float64", ("boolean", None): "bool", ("string", None): "string",
+               ("float", None): "float64", ("boolean", None): "bool_", ("string", None): "string",
                ("bytes", None): "binary", ("long", "timestamp-millis"): "int64",
                ("int", "date"): "int64"}
 
@@ -121,7 +125,7 @@ def _plain_field(avro_type):
     if read is None:
         return None
     plain = [name if x is b else x for x in branches] if isinstance(avro_type, list) else name
-    return plain, getattr(pa, read)()
+    return plain, getattr(pa, read)(), name, isinstance(avro_type, list)
 
 
 class AvroBatchReader:
@@ -132,9 +136,10 @@ class AvroBatchReader:
         import fastavro
         self.schema = schema
         self.names = [f.name for f in schema.fields]
-        self.plain = dict(doc, fields=[dict(f, type=p) for f, (p, _) in zip(doc["fields"], plan)])
+        self.plain = dict(doc, fields=[dict(f, type=p[0]) for f, p in zip(doc["fields"], plan)])
         self.read_type = __import__("pyarrow").struct(
-            [(n, t) for n, (_, t) in zip(self.names, plan)])
+            [(n, p[1]) for n, p in zip(self.names, plan)])
+        self.kinds = [(p[2], p[3]) for p in plan]      # (Avro type, in a union with null)
         self.sync = os.urandom(16)
         head = io.BytesIO()
         fastavro.writer(head, fastavro.parse_schema(self.plain), [], sync_marker=self.sync)
@@ -170,12 +175,36 @@ class AvroBatchReader:
             if len(dicts) != n:
                 return None
             got = pa.array(dicts, type=self.read_type)
+            if not np.array_equal(self._lengths(got), np.diff(at)):
+                return None
             cols = [_column(got.field(i), f.schema) for i, f in enumerate(self.schema.fields)]
             if any(c is None for c in cols):
                 return None
-        except (ValueError, EOFError, IndexError, pa.ArrowException):
+        except (ValueError, EOFError, IndexError, UnicodeDecodeError, pa.ArrowException):
             return None
         return pa.Table.from_arrays(cols, names=self.names)
+
+    def _lengths(self, got):
+        """The bytes each record's values take in Avro's encoding: equal to
+        each payload's length only if the block was read a record a payload
+        (one with bytes left over, which the per-record reader ignores, or a
+        varint written long, shifts or stretches the reading)."""
+        import numpy as np
+        import pyarrow.compute as pc
+        total = np.zeros(len(got), dtype=np.int64)
+        for i, (kind, union) in enumerate(self.kinds):
+            col = got.field(i)
+            if union:
+                total += 1                   # the branch's index, 0 or 1: one byte
+            if kind in ("long", "int"):
+                size = _varint_sizes(col.fill_null(0).to_numpy(zero_copy_only=False))
+            elif kind in ("string", "bytes"):
+                n = pc.binary_length(col).fill_null(0).to_numpy(zero_copy_only=False)
+                size = n + _varint_sizes(n.astype(np.int64))
+            else:
+                size = {"double": 8, "float": 4, "boolean": 1}[kind]
+            total += np.where(col.is_valid().to_numpy(zero_copy_only=False), size, 0)
+        return total
 
 
 def _column(col, s):
@@ -201,6 +230,17 @@ def _column(col, s):
              "float32": pa.float64(), "float64": pa.float64(), "boolean": pa.bool_(),
              "string": pa.string(), "bytes": pa.binary()}
     return col.cast(kinds[s.type]) if s.type in kinds else None
+
+
+def _varint_sizes(v):
+    """The bytes of Avro's zig-zag varint of each int64 of ``v``."""
+    import numpy as np
+    v = v.astype(np.int64)
+    zz = ((v << 1) ^ (v >> 63)).view(np.uint64)
+    size = np.ones(len(v), dtype=np.int64)
+    for k in range(1, 10):
+        size += zz >= np.uint64(1 << (7 * k))
+    return size
 
 
 def _long(v: int) -> bytes:
