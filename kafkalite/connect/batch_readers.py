@@ -5,10 +5,11 @@ converter then decodes record by record, which also names any error).
 
 - ``schemaless_columns``: JsonConverter with ``schemas.enable=false``:
   objects, one a record, read by pyarrow's JSON reader in C; the columns
-  and types are those ``pa.Table.from_pylist`` infers from the
+  and types are those parquet.schemaless_table infers from the
   ``json.loads`` of each (what the Iceberg and Parquet sinks build from
-  schemaless values): the first record's keys in its order, strings kept
-  strings (Arrow's reader would make ISO dates timestamps).
+  schemaless values): every key any record has, in the order keys first
+  appear, strings kept strings (Arrow's reader would make ISO dates
+  timestamps).
 - ``AvroBatchReader``: Confluent's AvroConverter, a batch of one schema id
   whose record has flat fields (numbers, booleans, strings, bytes,
   Timestamp, Date; optional ones as ``["null", type]`` unions): the
@@ -23,16 +24,18 @@ AvroConverter, in ``to_connect_batch`` (the worker's bulk path).
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 
 # JSON tokens Arrow's reader reads otherwise than Python's json (NaN, Infinity), a
 # number Python reads as an int Arrow cannot hold (19 digits and more: Arrow makes a
-# double of it where from_pylist refuses it), a lone surrogate escape: a batch holding
-# any of them, even inside a string, is decoded record by record; so is an integer -0
-# (Python's int 0, 0.0 in a float column; Arrow's -0.0 there)
-_UNSURE = re.compile(rb"NaN|Inf|\d{19}|\\u[dD][89a-fA-F]|-0(?![\d.eE])")
+# double of it where from_pylist refuses it), a surrogate escape not in a pair (Python
+# keeps it, and from_pylist refuses it), an integer -0 (Python's int 0, 0.0 in a float
+# column; Arrow's -0.0 there): a batch holding any of them, even inside a string, is
+# decoded record by record
+_UNSURE = re.compile(rb"NaN|Inf|\d{19}|-0(?![\d.eE])"
+                     rb"|\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+                     rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]")
 
 
 def _strings_for_timestamps(t):
@@ -67,7 +70,7 @@ def _joined(column, n):
 
 
 def schemaless_columns(column):
-    """The objects of ``column`` as the Table ``pa.Table.from_pylist`` makes
+    """The objects of ``column`` as the Table parquet.schemaless_table makes
     of their ``json.loads``, or None (module docstring)."""
     import pyarrow as pa
     import pyarrow.json as pj
@@ -80,9 +83,6 @@ def schemaless_columns(column):
         text = _joined(column, n)
         if text is None:
             return None
-        first = json.loads(column[0].as_py())
-        if not first:
-            return None      # from_pylist of {} makes a table of no rows
         table = pj.read_json(pa.BufferReader(text))
         plain = pa.schema([f.with_type(_strings_for_timestamps(f.type)) for f in table.schema])
         # read again with the types the first reading found where it had to guess a
@@ -93,8 +93,7 @@ def schemaless_columns(column):
                                  parse_options=pj.ParseOptions(explicit_schema=plain))
         if table.num_rows != n:
             return None
-        # from_pylist's columns: the first record's keys (the others' are left out)
-        return table.select(list(first))
+        return table
     except (pa.ArrowException, ValueError, UnicodeDecodeError, KeyError):
         return None
 
@@ -109,7 +108,8 @@ _AVRO_PLAIN = {("long", None): "int64", ("int", None): "int64", ("double", None)
 
 def _plain_field(avro_type):
     """(the field's Avro type with its logical type dropped, the Arrow type
-    it reads as) of a flat field, or None."""
+    it reads as, its Avro type's name, whether in a union with null, its
+    logical type) of a flat field, or None."""
     import pyarrow as pa
     branches = avro_type if isinstance(avro_type, list) else [avro_type]
     others = [b for b in branches if b != "null"]
@@ -119,13 +119,14 @@ def _plain_field(avro_type):
     name, logical = (b.get("type"), b.get("logicalType")) if isinstance(b, dict) else (b, None)
     if isinstance(b, dict) and set(b) - {"type", "logicalType", "connect.type",
                                          "connect.name", "connect.version",
-                                         "connect.parameters", "connect.doc"}:
+                                         "connect.parameters", "connect.doc",
+                                         "avro.java.string"}:
         return None
     read = _AVRO_PLAIN.get((name, logical))
     if read is None:
         return None
     plain = [name if x is b else x for x in branches] if isinstance(avro_type, list) else name
-    return plain, getattr(pa, read)(), name, isinstance(avro_type, list)
+    return plain, getattr(pa, read)(), name, isinstance(avro_type, list), logical
 
 
 class AvroBatchReader:
@@ -153,7 +154,9 @@ class AvroBatchReader:
         plan = []
         for f, cf in zip(doc["fields"], schema.fields):
             p = _plain_field(f.get("type"))
-            if p is None or f.get("name") != cf.name:
+            # a logical type read as its int is Connect's Timestamp or Date, and only they
+            if p is None or f.get("name") != cf.name or \
+                    (p[4] is None) != (cf.schema.name is None):
                 return None
             plan.append(p)
         return cls(doc, schema, plan)
@@ -162,9 +165,8 @@ class AvroBatchReader:
         """The Table of ``payloads`` (the records' bytes after the wire
         header), ColumnarValues' column types; or None."""
         import fastavro
-        import pyarrow as pa
-
         import numpy as np
+        import pyarrow as pa
         n = len(payloads)
         at = np.frombuffer(payloads.buffers()[1], dtype=np.int32)[
             payloads.offset:payloads.offset + n + 1]

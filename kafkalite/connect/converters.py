@@ -13,7 +13,7 @@ follows). Configured with the keys after the ``key.converter.`` /
 ``value.converter.`` prefix; ``is_key`` says which side.
 
 Without schemas, a batch of objects is read the same way into the columns
-``pa.Table.from_pylist`` would make of the decoded dicts
+parquet.schemaless_table makes of the decoded dicts
 (batch_readers.schemaless_columns), handed on as ColumnarValues with no
 schema.
 

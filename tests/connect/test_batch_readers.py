@@ -11,7 +11,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from kafkalite.connect.connectors.parquet import arrow_type
+from kafkalite.connect.connectors.parquet import arrow_type, schemaless_table
 from kafkalite.connect.converters import ColumnarValues, JsonConverter
 from kafkalite.connect.data import Schema, SchemaBuilder
 from kafkalite.connect.errors import DataException
@@ -100,12 +100,12 @@ def _from_pylist(datas):
     if not all(isinstance(v, dict) for v in values):
         return values, DataException      # arrow_table: "writes struct or map values"
     try:
-        return values, pa.Table.from_pylist(values)
+        return values, schemaless_table(values)
     except (pa.ArrowException, OverflowError, ValueError, TypeError) as e:
         return values, type(e)
 
 
-def test_a_schemaless_json_batch_read_as_columns_is_what_from_pylist_makes_of_its_dicts():
+def test_a_schemaless_json_batch_read_as_columns_is_the_table_the_sinks_make_of_its_dicts():
     rng = random.Random(75)
     columnar = 0
     batches = [[b'{"a": 1}', b'{"a": 2.5, "b": "x"}'], [b'{"d": "2024-01-02"}'],
