@@ -12,30 +12,53 @@ converter then decodes record by record, which also names any error).
   timestamps).
 - ``AvroBatchReader``: Confluent's AvroConverter, a batch of one schema id
   whose record has flat fields (numbers, booleans, strings, bytes,
-  Timestamp, Date; optional ones as ``["null", type]`` unions): the
-  payloads laid end to end as one block of an Avro object container file,
-  which fastavro's reader walks in its compiled loop (no BytesIO and no
-  call per record), logical types read as their ints, then one
-  ``pa.array`` of the dicts (C++) cast to ColumnarValues' types.
+  Timestamp, Date; optional ones as ``["null", type]`` unions): every
+  payload decoded within its own bounds by ext/avro_columns.pyx into
+  numpy columns (no dict per record: fastavro's reader made one, over half
+  the sink's CPU), logical types read as their ints, made Arrow arrays of
+  ColumnarValues' types.
 
 Who calls: converters.py's JsonConverter and registry_converters.py's
 AvroConverter, in ``to_connect_batch`` (the worker's bulk path).
 """
 from __future__ import annotations
 
-import io
-import os
 import re
 
-# JSON tokens Arrow's reader reads otherwise than Python's json (NaN, Infinity), a
-# number Python reads as an int Arrow cannot hold (19 digits and more: Arrow makes a
-# double of it where from_pylist refuses it), a surrogate escape not in a pair (Python
-# keeps it, and from_pylist refuses it), an integer -0 (Python's int 0, 0.0 in a float
-# column; Arrow's -0.0 there): a batch holding any of them, even inside a string, is
-# decoded record by record
-_UNSURE = re.compile(rb"NaN|Inf|\d{19}|-0(?![\d.eE])"
-                     rb"|\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
-                     rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]")
+# A batch holding any of these, even inside a string, is decoded record by record: JSON
+# tokens Arrow's reader reads otherwise than Python's json (NaN, Infinity), an integer -0
+# (Python's int 0, 0.0 in a float column; Arrow's -0.0 there), a number of 19 digits or
+# more (Python's int may be past int64, where Arrow makes a double of it and the sinks'
+# table refuses it), a surrogate escape not in a pair (Python keeps it, the table refuses
+# it). Each is looked for by bytes' own searches first: one regex over the whole text
+# took half the sink's CPU
+_NEG_ZERO = re.compile(rb"-0(?![\d.eE])")
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
+_LONG_NUMBER = b"0" * 19
+
+
+def _unsure(raw: bytes) -> bool:
+    if (b"N" in raw or b"I" in raw) and (b"NaN" in raw or b"Inf" in raw):
+        return True
+    if b"-0" in raw and _NEG_ZERO.search(raw):
+        return True
+    if _LONG_NUMBER in raw.translate(_DIGITS):
+        return True
+    if b"\\u" in raw:
+        # a high surrogate (d800-dbff) right before a low one (dc00-dfff), or unsure
+        low_at = None               # where the low one of a pair has to start
+        for m in _SURROGATE.finditer(raw):
+            high = m[0][3] in b"89abAB"
+            if low_at is None and high:
+                low_at = m.end()
+            elif low_at is None or high or m.start() != low_at:
+                return True
+            else:
+                low_at = None
+        if low_at is not None:
+            return True
+    return False
 
 
 def _strings_for_timestamps(t):
@@ -64,7 +87,7 @@ def _joined(column, n):
     at = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset:lines.offset + n + 1]
     text = lines.buffers()[2][int(at[0]):int(at[-1])]
     raw = text.to_pybytes()
-    if raw.count(b"\n") != n or b"\r" in raw or _UNSURE.search(raw):
+    if raw.count(b"\n") != n or b"\r" in raw or _unsure(raw):
         return None
     return text
 
@@ -98,115 +121,102 @@ def schemaless_columns(column):
         return None
 
 
-# Avro field types the batch reader takes: (Avro type, logicalType) -> the Arrow type
-# fastavro's values are read as; the Connect type then gives the column's type
-_AVRO_PLAIN = {("long", None): "int64", ("int", None): "int64", ("double", None): "float64",
-               ("float", None): "float64", ("boolean", None): "bool_", ("string", None): "string",
-               ("bytes", None): "binary", ("long", "timestamp-millis"): "int64",
-               ("int", "date"): "int64"}
+# Avro field types the batch reader takes: (Avro type, logicalType) -> the kind
+# avro_columns.decode_flat reads it as (0 a varint, 1 double, 2 float, 3 boolean, 4 bytes)
+# and the Arrow type of the values read
+_AVRO_KINDS = {("long", None): (0, "int64"), ("int", None): (0, "int64"),
+               ("double", None): (1, "float64"), ("float", None): (2, "float64"),
+               ("boolean", None): (3, "bool_"), ("string", None): (4, "string"),
+               ("bytes", None): (4, "binary"), ("long", "timestamp-millis"): (0, "int64"),
+               ("int", "date"): (0, "int64")}
+# the properties a flat field's type may carry besides its type and logical type
+_AVRO_PROPS = {"type", "logicalType", "connect.type", "connect.name", "connect.version",
+               "connect.parameters", "connect.doc", "avro.java.string"}
 
 
-def _plain_field(avro_type):
-    """(the field's Avro type with its logical type dropped, the Arrow type
-    it reads as, its Avro type's name, whether in a union with null, its
-    logical type) of a flat field, or None."""
-    import pyarrow as pa
+def _flat_field(avro_type):
+    """(the kind decode_flat reads, the Arrow type of the values, the union
+    branch that is null or -1, the logical type) of a flat field, or None."""
     branches = avro_type if isinstance(avro_type, list) else [avro_type]
     others = [b for b in branches if b != "null"]
     if len(others) != 1 or len(branches) - len(others) > 1:
         return None
     b = others[0]
+    if isinstance(b, dict) and set(b) - _AVRO_PROPS:
+        return None
     name, logical = (b.get("type"), b.get("logicalType")) if isinstance(b, dict) else (b, None)
-    if isinstance(b, dict) and set(b) - {"type", "logicalType", "connect.type",
-                                         "connect.name", "connect.version",
-                                         "connect.parameters", "connect.doc",
-                                         "avro.java.string"}:
+    hit = _AVRO_KINDS.get((name, logical))
+    if hit is None:
         return None
-    read = _AVRO_PLAIN.get((name, logical))
-    if read is None:
-        return None
-    plain = [name if x is b else x for x in branches] if isinstance(avro_type, list) else name
-    return plain, getattr(pa, read)(), name, isinstance(avro_type, list), logical
+    null_at = branches.index("null") if len(branches) == 2 else -1
+    return hit[0], hit[1], null_at, logical
 
 
 class AvroBatchReader:
     """The batch reader of one writer's schema (module docstring); ``of``
     makes one, or gives None for a schema it does not take."""
 
-    def __init__(self, doc: dict, schema, plan: list):
-        import fastavro
+    def __init__(self, schema, plan: list):
         self.schema = schema
         self.names = [f.name for f in schema.fields]
-        self.plain = dict(doc, fields=[dict(f, type=p[0]) for f, p in zip(doc["fields"], plan)])
-        self.read_type = __import__("pyarrow").struct(
-            [(n, p[1]) for n, p in zip(self.names, plan)])
-        self.kinds = [(p[2], p[3]) for p in plan]      # (Avro type, in a union with null)
-        self.sync = os.urandom(16)
-        head = io.BytesIO()
-        fastavro.writer(head, fastavro.parse_schema(self.plain), [], sync_marker=self.sync)
-        self.head = head.getvalue()
+        self.kinds = [p[0] for p in plan]
+        self.types = [p[1] for p in plan]
+        self.nulls = [p[2] for p in plan]
 
     @classmethod
     def of(cls, doc, schema):
         if not isinstance(doc, dict) or doc.get("type") != "record" or \
-                schema.type != "struct" or len(doc.get("fields", ())) != len(schema.fields):
+                schema.type != "struct" or len(doc.get("fields", ())) != len(schema.fields) \
+                or len(schema.fields) > 64:
             return None
         plan = []
         for f, cf in zip(doc["fields"], schema.fields):
-            p = _plain_field(f.get("type"))
+            p = _flat_field(f.get("type"))
             # a logical type read as its int is Connect's Timestamp or Date, and only they
             if p is None or f.get("name") != cf.name or \
-                    (p[4] is None) != (cf.schema.name is None):
+                    (p[3] is None) != (cf.schema.name is None):
                 return None
             plan.append(p)
-        return cls(doc, schema, plan)
+        return cls(schema, plan)
 
     def read(self, payloads):
         """The Table of ``payloads`` (the records' bytes after the wire
         header), ColumnarValues' column types; or None."""
-        import fastavro
         import numpy as np
         import pyarrow as pa
+
+        from kafkalite._ext.avro_columns import decode_flat
         n = len(payloads)
-        at = np.frombuffer(payloads.buffers()[1], dtype=np.int32)[
+        offsets = np.frombuffer(payloads.buffers()[1], dtype=np.int32)[
             payloads.offset:payloads.offset + n + 1]
-        lo, hi = int(at[0]), int(at[-1])
-        block = _long(n) + _long(hi - lo) + payloads.buffers()[2][lo:hi].to_pybytes() + self.sync
+        data = payloads.buffers()[2]
+        got = decode_flat(np.frombuffer(data, dtype=np.uint8) if data is not None
+                          else np.zeros(0, np.uint8), np.ascontiguousarray(offsets),
+                          self.kinds, self.nulls)
+        if got is None:
+            return None
+        cols = []
         try:
-            dicts = list(fastavro.reader(io.BytesIO(self.head + block)))
-            if len(dicts) != n:
-                return None
-            got = pa.array(dicts, type=self.read_type)
-            if not np.array_equal(self._lengths(got), np.diff(at)):
-                return None
-            cols = [_column(got.field(i), f.schema) for i, f in enumerate(self.schema.fields)]
-            if any(c is None for c in cols):
-                return None
-        except (ValueError, EOFError, IndexError, UnicodeDecodeError, pa.ArrowException):
+            for (values, valid), t, f in zip(got, self.types, self.schema.fields):
+                nulls = None if valid.all() else valid == 0
+                if t in ("string", "binary"):
+                    at, text = values
+                    bits = None if nulls is None else pa.py_buffer(
+                        np.packbits(valid.view(np.bool_), bitorder="little"))
+                    col = pa.Array.from_buffers(getattr(pa, t)(), n, [
+                        bits, pa.py_buffer(at), pa.py_buffer(text)],
+                        null_count=0 if nulls is None else int(nulls.sum()))
+                    col.validate(full=True)     # a string's UTF-8, as the per-record decode
+                else:
+                    col = pa.array(values.view(np.bool_) if t == "bool_" else values,
+                                   mask=nulls)
+                col = _column(col, f.schema)
+                if col is None:
+                    return None
+                cols.append(col)
+        except (ValueError, pa.ArrowException):
             return None
         return pa.Table.from_arrays(cols, names=self.names)
-
-    def _lengths(self, got):
-        """The bytes each record's values take in Avro's encoding: equal to
-        each payload's length only if the block was read a record a payload
-        (one with bytes left over, which the per-record reader ignores, or a
-        varint written long, shifts or stretches the reading)."""
-        import numpy as np
-        import pyarrow.compute as pc
-        total = np.zeros(len(got), dtype=np.int64)
-        for i, (kind, union) in enumerate(self.kinds):
-            col = got.field(i)
-            if union:
-                total += 1                   # the branch's index, 0 or 1: one byte
-            if kind in ("long", "int"):
-                size = _varint_sizes(col.fill_null(0).to_numpy(zero_copy_only=False))
-            elif kind in ("string", "bytes"):
-                n = pc.binary_length(col).fill_null(0).to_numpy(zero_copy_only=False)
-                size = n + _varint_sizes(n.astype(np.int64))
-            else:
-                size = {"double": 8, "float": 4, "boolean": 1}[kind]
-            total += np.where(col.is_valid().to_numpy(zero_copy_only=False), size, 0)
-        return total
 
 
 def _column(col, s):
@@ -232,25 +242,3 @@ def _column(col, s):
              "float32": pa.float64(), "float64": pa.float64(), "boolean": pa.bool_(),
              "string": pa.string(), "bytes": pa.binary()}
     return col.cast(kinds[s.type]) if s.type in kinds else None
-
-
-def _varint_sizes(v):
-    """The bytes of Avro's zig-zag varint of each int64 of ``v``."""
-    import numpy as np
-    v = v.astype(np.int64)
-    zz = ((v << 1) ^ (v >> 63)).view(np.uint64)
-    size = np.ones(len(v), dtype=np.int64)
-    for k in range(1, 10):
-        size += zz >= np.uint64(1 << (7 * k))
-    return size
-
-
-def _long(v: int) -> bytes:
-    """Avro's zig-zag varint of ``v``."""
-    v = (v << 1) ^ (v >> 63)
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
