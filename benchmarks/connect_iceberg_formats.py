@@ -164,11 +164,21 @@ def run_sink(server, work, uri, fmt, topic, table, rows, flush_ms) -> Meter:
                 if any(t["state"] == "FAILED" for t in st["tasks"]):
                     raise RuntimeError(st["tasks"][0]["trace"])
                 time.sleep(0.05)
+        m.snapshots = snapshot_sizes(uri, work, table)
         return m
     finally:
         admin.close()
         herder.stop()
         worker.stop()
+
+
+def snapshot_sizes(uri, work, table) -> list:
+    """The rows each of the table's snapshots added (one a sink commit)."""
+    from kafkalite.connect.connectors.iceberg import sql_catalog
+    catalog = sql_catalog("kafkalite", uri=uri,
+                          warehouse="file://" + os.path.join(work, "warehouse"))
+    return [int(s.summary.additional_properties.get("added-records", 0))
+            for s in catalog.load_table(table).metadata.snapshots]
 
 
 def run_ceiling(work, uri, table_name, arrow) -> Meter:
@@ -221,8 +231,10 @@ def format_rounds(server, work, uri, rows, rounds, formats, flush_ms, res) -> No
             m = run_sink(server, work, uri, fmt, topic, table, rows, flush_ms) \
                 if side == "sink" else run_ceiling(work, uri, table, arrow)
             loads.append(load)
+            commits = getattr(m, "snapshots", None)
             report.say(f"  {fmt:10s} {side:7s} {rows / m.wall:>10,.0f} rows/s "
-                       f"{m.proc / rows * 1e6:6.1f} µs CPU/row  (load {load})")
+                       f"{m.proc / rows * 1e6:6.1f} µs CPU/row  (load {load})" +
+                       (f"  commits of {commits} rows" if commits else ""))
             return m
         result = common.alternating(("sink", "ceiling"), rounds, run)
         sink, ceil = result.values["sink"], result.values["ceiling"]

@@ -41,115 +41,112 @@ cdef inline bint _varint(const uint8_t* buf, Py_ssize_t* pos, Py_ssize_t end,
     return True
 
 
+cdef inline bint _value(const uint8_t* buf, Py_ssize_t* pos, Py_ssize_t end, int kind,
+                        Py_ssize_t i, int64_t[::1] ints, double[::1] doubles,
+                        uint8_t[::1] bools, uint8_t[::1] text, int32_t[::1] text_at,
+                        Py_ssize_t* used) noexcept nogil:
+    """One field's value of record ``i`` (not null) into its column."""
+    cdef int64_t v
+    cdef double d
+    cdef float fl
+    if kind == 0:
+        if not _varint(buf, pos, end, &v):
+            return False
+        ints[i] = v
+    elif kind == 1:
+        if pos[0] + 8 > end:
+            return False
+        memcpy(&d, buf + pos[0], 8)
+        doubles[i] = d
+        pos[0] += 8
+    elif kind == 2:
+        if pos[0] + 4 > end:
+            return False
+        memcpy(&fl, buf + pos[0], 4)
+        doubles[i] = fl
+        pos[0] += 4
+    elif kind == 3:
+        if pos[0] >= end or buf[pos[0]] > 1:
+            return False
+        bools[i] = buf[pos[0]]
+        pos[0] += 1
+    else:
+        if not _varint(buf, pos, end, &v) or v < 0 or pos[0] + v > end:
+            return False
+        memcpy(&text[used[0]], buf + pos[0], <size_t>v)
+        used[0] += v
+        text_at[i + 1] = <int32_t>used[0]
+        pos[0] += v
+    return True
+
+
+cdef bint _field(const uint8_t* buf, const int32_t[::1] offsets, int64_t[::1] at, int kind,
+                 int null_at, uint8_t[::1] valid, int64_t[::1] ints, double[::1] doubles,
+                 uint8_t[::1] bools, uint8_t[::1] text, int32_t[::1] text_at,
+                 Py_ssize_t* used) noexcept nogil:
+    """One field of every record, each read from where its record's
+    previous field ended (``at``, moved on past this one)."""
+    cdef Py_ssize_t i, pos, end
+    cdef int64_t branch
+    for i in range(offsets.shape[0] - 1):
+        pos = at[i]
+        end = offsets[i + 1]
+        if null_at >= 0:
+            if not _varint(buf, &pos, end, &branch) or (branch != 0 and branch != 1):
+                return False
+            if branch == null_at:
+                valid[i] = 0
+                if kind == 4:
+                    text_at[i + 1] = <int32_t>used[0]
+                at[i] = pos
+                continue
+        if not _value(buf, &pos, end, kind, i, ints, doubles, bools, text, text_at, used):
+            return False
+        at[i] = pos
+    return True
+
+
 def decode_flat(const uint8_t[::1] data, const int32_t[::1] offsets, kinds, nulls):
     """(per field: (values, valid) or, for strings and bytes, ((offsets,
     data), valid)) of the ``len(offsets) - 1`` payloads, or None."""
     cdef Py_ssize_t n = offsets.shape[0] - 1
-    cdef Py_ssize_t nf = len(kinds)
-    cdef Py_ssize_t i, f, pos, end
-    cdef int64_t v, branch
-    cdef double d
-    cdef float fl
-    cdef int kind, null_at
-    cdef Py_ssize_t total = offsets[n] - offsets[0] if n >= 0 else 0
+    cdef Py_ssize_t total = offsets[n] - offsets[0]
     cdef const uint8_t* buf = &data[0] if data.shape[0] else NULL
-    cols, valids, texts, lens = [], [], [], []
-    for f in range(nf):
-        kind = kinds[f]
-        valids.append(np.ones(n, dtype=np.uint8))
-        if kind == 4:
-            cols.append(np.zeros(n + 1, dtype=np.int32))
-            texts.append(np.empty(max(total, 1), dtype=np.uint8))
-        else:
-            cols.append(np.zeros(n, dtype=np.int64 if kind == 0 else
-                                 np.uint8 if kind == 3 else np.float64))
-            texts.append(None)
-        lens.append(0)
+    cdef int64_t[::1] at = np.array(offsets[:n], dtype=np.int64)
+    cdef Py_ssize_t used, i
+    cdef int k, na
+    cdef bint ok
+    # a column of each kind, the unused ones of one element (typed memoryviews need one)
     cdef int64_t[::1] ints
     cdef double[::1] doubles
-    cdef uint8_t[::1] bools, valid, text
+    cdef uint8_t[::1] bools, text, valid_of
     cdef int32_t[::1] text_at
-    cdef int[64] kind_of
-    cdef int[64] null_of
-    if nf > 64:
-        return None
-    for f in range(nf):
-        kind_of[f] = kinds[f]
-        null_of[f] = nulls[f]
-    positions = np.array(offsets[:n], dtype=np.int64) if n > 0 else np.zeros(0, np.int64)
-    cdef int64_t[::1] at = positions
-    cdef Py_ssize_t[64] used
-    for f in range(nf):
-        used[f] = 0
-    for f in range(nf):
-        kind = kind_of[f]
-        null_at = null_of[f]
-        valid = valids[f]
-        if kind == 0:
-            ints = cols[f]
-        elif kind == 3:
-            bools = cols[f]
-        elif kind == 4:
-            text_at = cols[f]
-            text = texts[f]
-        else:
-            doubles = cols[f]
+    out = []
+    for kind, null_at in zip(kinds, nulls):
+        valid = np.ones(n, dtype=np.uint8)
+        valid_of = valid        # a typed view made here: the nogil call below cannot make one
+        ints = np.zeros(n if kind == 0 else 1, dtype=np.int64)
+        doubles = np.zeros(n if kind in (1, 2) else 1, dtype=np.float64)
+        bools = np.zeros(n if kind == 3 else 1, dtype=np.uint8)
+        text_at = np.zeros(n + 1 if kind == 4 else 1, dtype=np.int32)
+        text = np.empty(max(total, 1) if kind == 4 else 1, dtype=np.uint8)
+        used = 0
+        k, na = kind, null_at
         with nogil:
-            for i in range(n):
-                pos = at[i]
-                end = offsets[i + 1]
-                if null_at >= 0:
-                    if not _varint(buf, &pos, end, &branch) or (branch != 0 and branch != 1):
-                        with gil:
-                            return None
-                    if branch == null_at:
-                        valid[i] = 0
-                        if kind == 4:
-                            text_at[i + 1] = <int32_t>used[f]
-                        at[i] = pos
-                        continue
-                if kind == 0:
-                    if not _varint(buf, &pos, end, &v):
-                        with gil:
-                            return None
-                    ints[i] = v
-                elif kind == 1:
-                    if pos + 8 > end:
-                        with gil:
-                            return None
-                    memcpy(&d, buf + pos, 8)
-                    doubles[i] = d
-                    pos += 8
-                elif kind == 2:
-                    if pos + 4 > end:
-                        with gil:
-                            return None
-                    memcpy(&fl, buf + pos, 4)
-                    doubles[i] = fl
-                    pos += 4
-                elif kind == 3:
-                    if pos >= end or buf[pos] > 1:
-                        with gil:
-                            return None
-                    bools[i] = buf[pos]
-                    pos += 1
-                else:
-                    if not _varint(buf, &pos, end, &v) or v < 0 or pos + v > end:
-                        with gil:
-                            return None
-                    memcpy(&text[used[f]], buf + pos, <size_t>v)
-                    used[f] += v
-                    text_at[i + 1] = <int32_t>used[f]
-                    pos += v
-                at[i] = pos
+            ok = _field(buf, offsets, at, k, na, valid_of, ints, doubles, bools, text,
+                        text_at, &used)
+        if not ok:
+            return None
+        if kind == 4:
+            out.append(((np.asarray(text_at), np.asarray(text)[:used]), valid))
+        elif kind == 0:
+            out.append((np.asarray(ints), valid))
+        elif kind == 3:
+            out.append((np.asarray(bools), valid))
+        else:
+            out.append((np.asarray(doubles), valid))
     # every record read to its payload's end, not short of it
     for i in range(n):
         if at[i] != offsets[i + 1]:
             return None
-    out = []
-    for f in range(nf):
-        if kind_of[f] == 4:
-            out.append(((cols[f], texts[f][:used[f]]), valids[f]))
-        else:
-            out.append((cols[f], valids[f]))
     return out
