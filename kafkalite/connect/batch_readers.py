@@ -226,9 +226,8 @@ def _column(col, s):
     import pyarrow.compute as pc
 
     from kafkalite.connect import data as cdata
-    from kafkalite.connect.converters import _RANGES
     if s.name in (cdata.TIMESTAMP, cdata.DATE):
-        lo, hi = _RANGES[s.name]
+        lo, hi = cdata.VALUE_RANGES[s.name]
         if col.null_count < len(col):
             got = pc.min_max(col)
             if got["min"].as_py() < lo or got["max"].as_py() > hi:

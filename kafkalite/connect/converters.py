@@ -35,8 +35,9 @@ import re
 from collections.abc import Sequence
 
 from kafkalite.connect.config import BOOLEAN, STRING, ConfigDef
-from kafkalite.connect.data import (DATE, TIME, TIMESTAMP, Schema, from_json_value,
-                                    struct_decoder, struct_encoder, to_json_value)
+from kafkalite.connect.data import (DATE, TIME, TIMESTAMP, VALUE_RANGES as _RANGES, Schema,
+                                    from_json_value, struct_decoder, struct_encoder,
+                                    to_json_value)
 from kafkalite.connect.errors import DataException
 
 
@@ -591,13 +592,6 @@ def _arrow_types():
     return plain, logical
 
 
-# the values the per-record decoder takes for each: ints by their width, the logical
-# types as Python's datetime, date and time hold them (years 1..9999; a Time within its
-# day: the decoder wraps or refuses the rest)
-_RANGES = {"int8": (-(1 << 7), (1 << 7) - 1), "int16": (-(1 << 15), (1 << 15) - 1),
-           "int32": (-(1 << 31), (1 << 31) - 1),
-           TIMESTAMP: (-62_135_596_800_000, 253_402_300_799_999),
-           DATE: (-719_162, 2_932_896), TIME: (0, 86_399_999)}
 # JSON tokens Arrow's reader takes and Python's refuses (Inf, -NaN), or takes with
 # another meaning: a batch holding any of them, even inside a string, is decoded per record
 _NON_FINITE_TOKENS = (b"Inf", b"NaN")
