@@ -26,6 +26,10 @@ filled (id, a 20-character text, a double, a timestamp). Figures, rows/s:
    (pyarrow's Parquet writer) into a new table of the same catalog and
    partition spec, timed from the table's creation to the append's commit;
    3. is compared with it.
+5. issue 75's format rounds (connect_iceberg_formats.py, ``--formats``):
+   the sink alone on JSON with schema, schemaless JSON and Avro through the
+   registry, each beside its ceiling (4.'s append of that format's rows)
+   in ``--rounds`` alternating rounds, with the load and the CPU per row.
 
 Timing never fails anything: figures are printed and written with
 report.write_tables (results.json, results.md) under ``--output-dir``.
@@ -40,6 +44,7 @@ import time
 import common
 import report
 from bench_connect import copy_to_parquet, fill
+from connect_iceberg_formats import FORMATS, format_rounds
 from postgres import PostgresServer
 
 from kafkalite import launcher
@@ -156,10 +161,17 @@ def main(argv=None) -> int:
                          "snapshot) at least this often, and the figures are timed to the "
                          "commit that holds the last row, so they move in steps of it")
     ap.add_argument("--catalog", choices=("sqlite", "postgresql"), default="sqlite")
+    ap.add_argument("--formats", default=",".join(FORMATS),
+                    help="the format rounds' formats (comma-separated; 'none': no rounds)")
+    ap.add_argument("--format-rows", type=int, default=200_000,
+                    help="rows of each format round's topic")
+    ap.add_argument("--only-formats", action="store_true",
+                    help="the format rounds alone (no PostgreSQL pipeline)")
+    common.add_rounds(ap, 3)
     common.add_quick(ap, "20,000 rows")
     ap.add_argument("--output-dir")
     ap.add_argument("--work-dir")
-    args = common.parse(ap, argv, quick={"rows": 20_000})
+    args = common.parse(ap, argv, quick={"rows": 20_000, "format_rows": 20_000, "rounds": 1})
     out_dir, work = report.make_dirs("connect-iceberg", args.output_dir, args.work_dir)
     info = report.machine_info(work)
     report.say_load(info)
@@ -168,13 +180,18 @@ def main(argv=None) -> int:
     server = launcher.ServerProcess(os.path.join(work, "data"), workers=2).start()
     res = report.Results()
     try:
+        uri = f"sqlite:///{work}/catalog.db" if args.catalog == "sqlite" else \
+            pg.dsn.replace("postgresql://", "postgresql+psycopg://")
+        formats = [f for f in args.formats.split(",") if f in FORMATS]
+        if args.only_formats:
+            format_rounds(server, work, uri, args.format_rows, args.rounds, formats,
+                          args.flush_interval_ms, res)
+            return _write(out_dir, res, t0, info, args)
         rows = args.rows
         fill(pg.dsn, "bench_rows", rows)
         ceiling = rows / copy_to_parquet(pg.dsn, "bench_rows", work)
         res.add("copy_to_parquet_rows_per_s", 1, "COPY ... TO (csv) + pyarrow Parquet write",
                 round(ceiling), "rows/s")
-        uri = f"sqlite:///{work}/catalog.db" if args.catalog == "sqlite" else \
-            pg.dsn.replace("postgresql://", "postgresql+psycopg://")
         pipeline, sink_only = run_connect(server, pg.dsn, rows, args, work, uri)
         res.add("connect_pg_to_iceberg_rows_per_s", 2,
                 f"PostgreSQL -> topic -> Iceberg ({args.catalog} catalog)", round(rows / pipeline),
@@ -187,11 +204,17 @@ def main(argv=None) -> int:
         res.add("connect_sink_to_append_ratio", 4, "sink alone / pyiceberg append",
                 round(rows / sink_only / ceiling_append, 3), "ratio", target=0.5,
                 target_text=">= 0.5x", meets=rows / sink_only / ceiling_append >= 0.5)
+        format_rounds(server, work, uri, args.format_rows, args.rounds, formats,
+                      args.flush_interval_ms, res)
     finally:
         server.stop()
         server.kill()
         pg.stop()
         shutil.rmtree(work, ignore_errors=True)
+    return _write(out_dir, res, t0, info, args)
+
+
+def _write(out_dir, res, t0, info, args) -> int:
     report.write_tables(out_dir, "kafkalite Connect: PostgreSQL -> Iceberg", res, HEADERS,
                         elapsed=time.perf_counter() - t0, info=info, settings=vars(args),
                         units={"rows/s": "rows per second"})

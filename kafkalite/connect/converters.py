@@ -12,6 +12,11 @@ parse raise DataException (the worker's error tolerance decides what
 follows). Configured with the keys after the ``key.converter.`` /
 ``value.converter.`` prefix; ``is_key`` says which side.
 
+Without schemas, a batch of objects is read the same way into the columns
+parquet.schemaless_table makes of the decoded dicts
+(batch_readers.schemaless_columns), handed on as ColumnarValues with no
+schema.
+
 The JsonConverter's batch path reads a batch of envelopes of one struct
 schema of flat fields (numbers, booleans, strings, Timestamp, Date, Time)
 with pyarrow's JSON reader into Arrow columns at once, and hands them on as
@@ -30,8 +35,9 @@ import re
 from collections.abc import Sequence
 
 from kafkalite.connect.config import BOOLEAN, STRING, ConfigDef
-from kafkalite.connect.data import (DATE, TIME, TIMESTAMP, Schema, from_json_value,
-                                    struct_decoder, struct_encoder, to_json_value)
+from kafkalite.connect.data import (DATE, TIME, TIMESTAMP, VALUE_RANGES as _RANGES, Schema,
+                                    from_json_value, struct_decoder, struct_encoder,
+                                    to_json_value)
 from kafkalite.connect.errors import DataException
 
 
@@ -267,7 +273,15 @@ class JsonConverter(Converter):
         if column.null_count == n:
             # every key (or value) null: what to_connect_data makes of each, without a call
             return None, [None] * n
-        if not self.schemas_enable or column[0].as_py() is None:
+        if not self.schemas_enable:
+            from kafkalite.connect.batch_readers import schemaless_columns
+            table = schemaless_columns(column) if self._columns_read else None
+            if table is not None:
+                return None, ColumnarValues(
+                    table, lambda: super(JsonConverter, self).to_connect_batch(topic, column)[1],
+                    self._columns_unused)
+            return super().to_connect_batch(topic, column)
+        if column[0].as_py() is None:
             return super().to_connect_batch(topic, column)
         head = self._envelope_head(column[0].as_py())
         if head is None:
@@ -578,13 +592,6 @@ def _arrow_types():
     return plain, logical
 
 
-# the values the per-record decoder takes for each: ints by their width, the logical
-# types as Python's datetime, date and time hold them (years 1..9999; a Time within its
-# day: the decoder wraps or refuses the rest)
-_RANGES = {"int8": (-(1 << 7), (1 << 7) - 1), "int16": (-(1 << 15), (1 << 15) - 1),
-           "int32": (-(1 << 31), (1 << 31) - 1),
-           TIMESTAMP: (-62_135_596_800_000, 253_402_300_799_999),
-           DATE: (-719_162, 2_932_896), TIME: (0, 86_399_999)}
 # JSON tokens Arrow's reader takes and Python's refuses (Inf, -NaN), or takes with
 # another meaning: a batch holding any of them, even inside a string, is decoded per record
 _NON_FINITE_TOKENS = (b"Inf", b"NaN")

@@ -223,6 +223,14 @@ def to_json_value(schema: Schema | None, v):
     return v
 
 
+# the values the per-record decoders take for each type: ints by their width, the logical
+# types as Python's datetime, date and time hold them (years 1..9999; a Time within its
+# day: the decoder wraps or refuses the rest). The converters' batch readers check their
+# columns against these (converters._payload_columns, batch_readers)
+VALUE_RANGES = {"int8": (-(1 << 7), (1 << 7) - 1), "int16": (-(1 << 15), (1 << 15) - 1),
+                "int32": (-(1 << 31), (1 << 31) - 1),
+                TIMESTAMP: (-62_135_596_800_000, 253_402_300_799_999),
+                DATE: (-719_162, 2_932_896), TIME: (0, 86_399_999)}
 _INT_RANGES = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 
 

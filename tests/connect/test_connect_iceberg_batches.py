@@ -61,9 +61,12 @@ def sink_batches(server, topic, n, partitions=2, value_converter=None, starts=No
     from kafkalite.connect.converters import ByteArrayConverter, JsonConverter
     kafka = value_converter == BYTES
     keys = ByteArrayConverter() if kafka else JsonConverter()
-    values = ByteArrayConverter() if kafka else JsonConverter()
     keys.configure({}, True)
-    values.configure({}, False)
+    if isinstance(value_converter, str) or value_converter is None:
+        values = ByteArrayConverter() if kafka else JsonConverter()
+        values.configure({}, False)
+    else:
+        values = value_converter            # a configured converter of the test's
     c = Consumer(server.config())
     out, got = [], 0
     try:
@@ -176,6 +179,53 @@ def test_kafka_format_batch_path_writes_the_records_the_per_record_path_writes(
     assert len(got[1]) == n and sum(r["value"] is None for r in got[1]) == 58
     assert {str(r["timestamp"].tzinfo) for r in got[1]} == {"UTC"}
     assert [r["timestampType"] for r in got[1]] == [0] * n
+
+
+@pytest.mark.parametrize("fmt", ["schemaless", "avro"])
+def test_schemaless_json_and_avro_batches_write_the_table_the_per_record_path_writes(
+        server, topic_name, tmp_path, fmt):
+    """The other two common value formats' batches, read as Arrow columns
+    (batch_readers.py), become the table ``put`` of the same records makes:
+    schemaless JSON objects (nested structs and lists too, a key missing
+    here and there), Avro records through the registry (every flat type
+    the batch reader takes, NULLs)."""
+    from kafkalite.connect.converters import ColumnarValues, JsonConverter
+    from kafkalite.connect.data import Schema
+    from kafkalite.connect.registry_converters import AvroConverter
+    create(server, topic_name, 2)
+    n = 600
+    if fmt == "schemaless":
+        conv = JsonConverter()
+        conv.configure({"schemas.enable": "false"}, False)
+        objs = [{**payload(i), "tags": [TEXTS[i % 9], None] if i % 4 else [],
+                 "meta": {"k": i % 3, "s": None if i % 5 else "x"}} for i in range(n)]
+        values = [json.dumps({k: v for k, v in o.items() if k != "ok" or i % 11}).encode()
+                  for i, o in enumerate(objs)]
+    else:
+        url = {"schema.registry.url": server.info["schema_registry"]}
+        conv, writer, json_conv = AvroConverter(), AvroConverter(), JsonConverter()
+        for c in (conv, writer, json_conv):
+            c.configure(url, False)
+        schema = Schema.from_json({"type": "struct", "optional": False, "fields": FIELDS})
+        values = [writer.from_connect_data(topic_name, schema,
+                                           json_conv.to_connect_data("t", envelope(
+                                               FIELDS, payload(i)))[1]) for i in range(n)]
+    produce(server, topic_name, values)
+    cat = catalog(tmp_path)
+    more = {"flush.size": "250"}
+    columns = sink_task(tmp_path, topic_name, "lake.columns", **more)
+    records = sink_task(tmp_path, topic_name, "lake.records", **more)
+    for batch in sink_batches(server, topic_name, n, value_converter=conv):
+        assert isinstance(batch.values, ColumnarValues), "no Arrow columns: the test shows nothing"
+        columns.put_batch(batch)
+        assert batch._records is None, "put_batch made the batch's SinkRecords"
+        records.put(batch.records())
+    for task in (columns, records):
+        task.pre_commit({(topic_name, 0): n // 2, (topic_name, 1): n // 2})
+    order = ["__kafka_partition", "__kafka_offset"]
+    got, want = contents(cat, "lake.columns", order), contents(cat, "lake.records", order)
+    assert got[0] == want[0] and got[2:] == want[2:]
+    assert len(got[1]) == n and equal_rows(got[1], want[1])
 
 
 def test_a_batch_the_column_path_cannot_take_goes_record_by_record(

@@ -1,6 +1,7 @@
 """benchmarks/bench_connect_iceberg.py runs end to end in its --quick
-setting and writes every figure (it checks that the benchmark works, not
-how fast)."""
+setting and writes every figure, the format rounds' (JSON with schema,
+schemaless JSON, Avro through the registry) included (it checks that the
+benchmark works, not how fast)."""
 import json
 import os
 import subprocess
@@ -25,9 +26,11 @@ def test_bench_connect_iceberg_quick(tmp_path):
     assert out.returncode == 0, out.stderr + out.stdout
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["settings"]["rows"] == 20_000
+    rounds = {f"iceberg_{fmt}_round1_{kind}" for fmt in ("json", "schemaless", "avro")
+              for kind in ("ratio", "cpu_ratio")}
     assert set(doc["figures"]) == {"copy_to_parquet_rows_per_s",
                                    "connect_pg_to_iceberg_rows_per_s",
                                    "connect_topic_to_iceberg_rows_per_s",
                                    "pyiceberg_append_rows_per_s",
-                                   "connect_sink_to_append_ratio"}
+                                   "connect_sink_to_append_ratio"} | rounds
     assert all(f["value"] > 0 for f in doc["figures"].values())

@@ -104,3 +104,20 @@ def test_sink_offsets_altered_through_the_rest_api_skip_records(connect, server,
     wait_until(lambda: len(rows_in(out, topic_name)) == 6, timeout=60, message="6 rows")
     assert [r["i"] for r in rows_in(out, topic_name)] == list(range(4, 10))
     p.close()
+
+
+def test_schemaless_values_keep_every_key_not_only_the_first_records():
+    """The Parquet and Iceberg sinks' table of schemaless values (dicts): a
+    key the first value lacks is a column too (pyarrow's from_pylist, used
+    before, took the first value's keys and dropped the rest unseen), keys
+    in the order they first appear, nested keys as well."""
+    from kafkalite.connect.api import SinkRecord
+    from kafkalite.connect.connectors.parquet import arrow_table
+    values = [{"id": 1, "meta": {"a": 1}}, {"id": 2, "name": "x", "meta": {"b": "y"}},
+              {"name": "z"}]
+    recs = [SinkRecord("t", 0, None, None, None, v, 1_700_000_000_000 + i, kafka_offset=i)
+            for i, v in enumerate(values)]
+    table = arrow_table(recs, "t-0", "the Parquet sink")
+    assert table.column_names == ["id", "meta", "name", "__kafka_offset", "__kafka_timestamp"]
+    assert table.column("name").to_pylist() == [None, "x", "z"]
+    assert table.column("meta").to_pylist() == [{"a": 1, "b": None}, {"a": None, "b": "y"}, None]

@@ -58,8 +58,9 @@ with ``jdbc.user``/``jdbc.password``; ``warehouse``: where data files go):
 catalog_name, catalog_properties.
 
 The batch path (``put_batch``, api.py's bulk path): a batch whose values
-the JsonConverter gave as Arrow columns (ColumnarValues: one struct schema,
-no tombstones, no Time field) is buffered as the Arrow table the
+a converter gave as Arrow columns (ColumnarValues: the JsonConverter's of
+one struct schema, no tombstones, no Time field, or of schemaless objects;
+the AvroConverter's of one schema id) is buffered as the Arrow table the
 per-record path would build of its records (the same column types,
 nulls, timestamps and offsets), one per topic partition, with no
 SinkRecord made; in the ``kafka`` format every batch is, from the
@@ -464,15 +465,19 @@ class IcebergSinkTask(SinkTask):
         import pyarrow as pa
         values, schema = batch.values, batch.value_schema
         if not isinstance(values, ColumnarValues) or isinstance(schema, list) or \
-                schema is None or schema.type != "struct" or \
-                any(f.schema.name == cdata.TIME for f in schema.fields):
+                schema is not None and (schema.type != "struct" or
+                                        any(f.schema.name == cdata.TIME for f in schema.fields)):
             return None
         got, rows = values.table, batch.rows
-        cols = [got.column(f.name).cast(arrow_type(f.schema)) for f in schema.fields]
+        if schema is None:
+            # schemaless: the columns from_pylist infers of the dicts, as arrow_table has them
+            cols, names = list(got.columns), list(got.column_names)
+        else:
+            cols = [got.column(f.name).cast(arrow_type(f.schema)) for f in schema.fields]
+            names = [f.name for f in schema.fields]
         cols += [pa.chunked_array([rows.column("offset")]),
                  pa.chunked_array([_record_stamps(rows)])]
-        return pa.Table.from_arrays(cols, names=[f.name for f in schema.fields] +
-                                    ["__kafka_offset", "__kafka_timestamp"])
+        return pa.Table.from_arrays(cols, names=names + ["__kafka_offset", "__kafka_timestamp"])
 
     def _kafka_columns(self, batch):
         """The ``kafka`` format's table of ``batch``, _kafka_batch's columns

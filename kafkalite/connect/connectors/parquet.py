@@ -57,6 +57,16 @@ def arrow_type(s):
             "string": pa.string(), "bytes": pa.binary()}.get(s.type) or pa.string()
 
 
+def schemaless_table(values: list):
+    """The Arrow table of schemaless struct values (dicts): a column per key
+    any of them has, in the order keys first appear, of the type Arrow
+    infers from all the values (what the converters' batch readers give,
+    batch_readers.schemaless_columns). ``Table.from_pylist`` would take the
+    first value's keys alone and drop the others' without a word."""
+    import pyarrow as pa
+    return pa.Table.from_struct_array(pa.array(values))
+
+
 def arrow_table(recs, where: str, who: str):
     """The Arrow table of sink records (one batch): the value's columns,
     then ``__kafka_offset`` and ``__kafka_timestamp``. Shared by the Parquet
@@ -72,7 +82,7 @@ def arrow_table(recs, where: str, who: str):
     else:
         if not all(isinstance(r.value, dict) for r in recs):
             raise DataException(f"{where}: {who} writes struct or map values")
-        table = pa.Table.from_pylist([r.value for r in recs])
+        table = schemaless_table([r.value for r in recs])
     return table.append_column("__kafka_offset", offsets) \
         .append_column("__kafka_timestamp", stamps)
 

@@ -1,0 +1,252 @@
+"""The converters' batch readers (kafkalite/connect/batch_readers.py) against
+the per-record path they stand in for: over random batches, either the
+batch is read as Arrow columns and they are what the per-record path's
+values make (the Iceberg and Parquet sinks' arrow_table), value for value
+and type for type, or the batch falls back to that path."""
+import datetime as dt
+import decimal
+import json
+import random
+
+import pyarrow as pa
+import pytest
+
+from kafkalite.connect.connectors.parquet import arrow_type, schemaless_table
+from kafkalite.connect.converters import ColumnarValues, JsonConverter
+from kafkalite.connect.data import Schema, SchemaBuilder
+from kafkalite.connect.errors import DataException
+
+
+def conv(cls, **cfg):
+    c = cls()
+    c.configure(cfg, False)
+    return c
+
+
+def exact(v):
+    """Values compared with floats by their repr (0.0 is not -0.0), nested too."""
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, dict):
+        return {k: exact(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [exact(x) for x in v]
+    return v
+
+
+# ---- schemaless JSON ---------------------------------------------------------------------
+
+TEXTS = ["", "ünïcode ✓ 😀", 'q"q', "tab\t", "2024-01-02", "2024-01-02 03:04:05", "NULL",
+         "\u2028", "\x7f", "a\\b", "1e5"]
+# text spliced in where a value goes: what Python's json and Arrow's reader read otherwise
+ODD = ["-0", "-0.0", "1e2", "NaN", "Infinity", "-Infinity", "9223372036854775807",
+       "9223372036854775808", "-9223372036854775809", '"\\ud800"', '"\\ud83d\\ude00"',
+       "1e400", "[]", "{}", "[[]]", "[null]", "[1, 2.5]", '{"a": {}}', '"\\u0000"', "01"]
+
+
+def _value(rng, depth=0):
+    roll = rng.random()
+    if roll < 0.12:
+        return None
+    if roll < 0.3:
+        return rng.choice([0, 1, -1, 2 ** 40, -(2 ** 62), rng.randint(-1000, 1000)])
+    if roll < 0.45:
+        return rng.choice([0.5, -0.0, 1e300, 1 / 3, float(rng.randint(-5, 5))])
+    if roll < 0.55:
+        return rng.random() < 0.5
+    if roll < 0.72:
+        return rng.choice(TEXTS)
+    if roll < 0.86 and depth < 2:
+        # a struct, or a map (keys that vary by record)
+        keys = rng.sample(["x", "y", "ü", "k1", "k2"], rng.randint(0, 3))
+        return {k: _value(rng, depth + 1) for k in keys}
+    if depth < 2:
+        return [_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return rng.randint(0, 9)
+
+
+def _schemaless_batch(rng) -> list:
+    """Records of mostly one shape (a column's type stays put), some odd."""
+    n = rng.choice([1, 2, 5, 20])
+    shape = {k: _value(rng) for k in rng.sample(["id", "name", "n", "m", "tags", "é"],
+                                                 rng.randint(1, 5))}
+    out = []
+    for _ in range(n):
+        rec = {k: (v if rng.random() < 0.7 else None) for k, v in shape.items()}
+        if rng.random() < 0.15:
+            rec.pop(rng.choice(list(rec)))             # a key missing
+        if rng.random() < 0.1:
+            rec["extra"] = _value(rng)                 # a key the first record lacks
+        text = json.dumps(rec, ensure_ascii=rng.random() < 0.5)
+        roll = rng.random()
+        if roll < 0.08 and rec:
+            k = rng.choice(list(rec))
+            text = json.dumps({**rec, k: "@"}).replace('"@"', rng.choice(ODD), 1)
+        elif roll < 0.11:
+            text = rng.choice(["null", "[1]", '"x"', "7", text + text, " " + text,
+                               text.replace(", ", ",\n"), '{"a": 1, "a": 2}', "{"])
+        out.append(text.encode())
+    return out
+
+
+def _from_pylist(datas):
+    """The per-record path: each record's value (the converter alone), and
+    the table the sinks build of them (or the error either raises)."""
+    c = conv(JsonConverter, **{"schemas.enable": "false"})
+    try:
+        values = [c.to_connect_data("t", d)[1] for d in datas]
+    except DataException:
+        return DataException, None
+    if not all(isinstance(v, dict) for v in values):
+        return values, DataException      # arrow_table: "writes struct or map values"
+    try:
+        return values, schemaless_table(values)
+    except (pa.ArrowException, OverflowError, ValueError, TypeError) as e:
+        return values, type(e)
+
+
+def test_a_schemaless_json_batch_read_as_columns_is_the_table_the_sinks_make_of_its_dicts():
+    rng = random.Random(75)
+    columnar = 0
+    batches = [[b'{"a": 1}', b'{"a": 2.5, "b": "x"}'], [b'{"d": "2024-01-02"}'],
+               [b'{"a": {"x": 1}}', b'{"a": {"y": "s"}}'], [b'{}', b'{}'],
+               [b'{"a": 18446744073709551616}'], [b'{"s": "\\ud800"}'], [b'{"a": NaN}']]
+    batches += [_schemaless_batch(rng) for _ in range(600)]
+    for b, datas in enumerate(batches):
+        values, table = _from_pylist(datas)
+        c = conv(JsonConverter, **{"schemas.enable": "false"})
+        try:
+            schema, got = c.to_connect_batch("t", pa.array(datas, pa.binary()))
+        except DataException:
+            assert values is DataException, (b, datas)
+            continue
+        assert schema is None or schema == [None] * len(datas)
+        if isinstance(got, ColumnarValues):
+            columnar += 1
+            assert isinstance(table, pa.Table), (b, datas, table)
+            assert got.table.schema == table.schema, (b, datas, got.table.schema, table.schema)
+            assert exact(got.table.to_pylist()) == exact(table.to_pylist()), (b, datas)
+        assert exact(list(got)) == exact(values), (b, datas)
+    assert columnar >= 250, columnar
+
+
+# ---- Avro through the registry -----------------------------------------------------------
+
+FLAT_TYPES = [Schema.INT8, Schema.INT16, Schema.INT32, Schema.INT64, Schema.FLOAT32,
+              Schema.FLOAT64, Schema.BOOLEAN, Schema.STRING, Schema.BYTES, Schema.TIMESTAMP,
+              Schema.DATE]
+UTC = dt.timezone.utc
+
+
+def _optional(s):
+    return Schema(s.type, True, s.name, s.version, parameters=s.parameters)
+
+
+def _flat_value(rng, s):
+    if s.optional and rng.random() < 0.2:
+        return None
+    if s.name == Schema.TIMESTAMP.name:
+        return rng.choice([dt.datetime(1, 1, 1, tzinfo=UTC), dt.datetime(9999, 12, 31, 23, 59,
+                                                                         59, 999000, tzinfo=UTC),
+                           dt.datetime(2024, 2, 29, 12, 0, 0, 123000, tzinfo=UTC),
+                           dt.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)])
+    if s.name == Schema.DATE.name:
+        return rng.choice([dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1970, 1, 1),
+                           dt.date(2024, 2, 29)])
+    bits = {"int8": 7, "int16": 15, "int32": 31, "int64": 63}.get(s.type)
+    if bits:
+        return rng.choice([0, -1, (1 << bits) - 1, -(1 << bits), rng.randint(-100, 100)])
+    if s.type == "float32":
+        return rng.choice([0.5, -0.0, 3.0e38, 1.5, -2.25])
+    if s.type == "float64":
+        return rng.choice([0.1, -0.0, 1e308, 1 / 3, float("inf"), float("nan")])
+    if s.type == "boolean":
+        return rng.random() < 0.5
+    if s.type == "string":
+        return rng.choice(TEXTS)
+    return rng.choice([b"", b"\x00\xff", "ü".encode()])
+
+
+def _avro_schema(rng, k):
+    b = SchemaBuilder.struct().name(f"r{k}")
+    for i in range(rng.randint(1, 6)):
+        s = rng.choice(FLAT_TYPES)
+        b.field(f"f{i}", _optional(s) if rng.random() < 0.5 else s)
+    roll = rng.random()
+    # a field the batch reader does not take: the batch goes record by record
+    if roll < 0.1:
+        b.field("nested", SchemaBuilder.struct().name(f"n{k}").optional()
+                .field("x", Schema.OPTIONAL_INT32).build())
+    elif roll < 0.15:
+        b.field("items", Schema("array", True, value_schema=Schema.STRING))
+    elif roll < 0.2:
+        b.field("price", Schema("bytes", True, "org.apache.kafka.connect.data.Decimal", 1,
+                                parameters={"scale": "2"}))
+    elif roll < 0.25:
+        b.field("clock", Schema.OPTIONAL_TIME)
+    return b.build()
+
+
+def _nested_value(s, rng):
+    if s.name == "org.apache.kafka.connect.data.Decimal":
+        return decimal.Decimal("12.34")
+    if s.name == Schema.TIME.name:
+        return dt.time(1, 2, 3, 4000)
+    if s.type == "array":
+        return ["a", "ü"]
+    return {"x": rng.choice([None, 5])}
+
+
+@pytest.mark.processes
+def test_an_avro_batch_read_as_columns_is_what_the_records_make(server, topic_name):
+    """Random flat schemas (every type the reader takes, optional or not,
+    extreme values) and some it does not take (nested, array, Decimal,
+    Time): the columns, cast to the sink's types, are arrow_table's of the
+    per-record values; the values are the per-record path's."""
+    from kafkalite.connect.registry_converters import AvroConverter
+    url = server.info["schema_registry"]
+    writer = conv(AvroConverter, **{"schema.registry.url": url})
+    rng = random.Random(75)
+    columnar = fallback = 0
+    for k in range(60):
+        schema = _avro_schema(rng, k)
+        values = [{f.name: _flat_value(rng, f.schema) if f.name.startswith("f")
+                   else _nested_value(f.schema, rng) for f in schema.fields}
+                  for _ in range(rng.choice([1, 3, 40]))]
+        datas = [writer.from_connect_data(f"{topic_name}-{k}", schema, v) for v in values]
+        reader = conv(AvroConverter, **{"schema.registry.url": url})
+        want = [reader.to_connect_data("t", d) for d in datas]
+        got_schema, got = reader.to_connect_batch("t", pa.array(datas, pa.binary()))
+        if not isinstance(got, ColumnarValues):
+            fallback += 1
+            assert [exact(v) for v in got] == [exact(w[1]) for w in want]
+            continue
+        columnar += 1
+        assert got_schema == want[0][0]
+        for f in got_schema.fields:
+            t = arrow_type(f.schema)
+            column = got.table.column(f.name).cast(t)
+            assert exact(column.to_pylist()) == exact(
+                pa.array([w[1][f.name] for w in want], t).to_pylist()), (k, f.name)
+        assert [exact(v) for v in got] == [exact(w[1]) for w in want]
+    assert columnar >= 30 and fallback >= 5, (columnar, fallback)
+
+
+@pytest.mark.processes
+def test_avro_batches_of_two_schema_ids_or_bad_bytes_go_record_by_record(server, topic_name):
+    from kafkalite.connect.registry_converters import AvroConverter
+    url = server.info["schema_registry"]
+    writer = conv(AvroConverter, **{"schema.registry.url": url})
+    one = SchemaBuilder.struct().name("one").field("a", Schema.INT64).build()
+    two = SchemaBuilder.struct().name("two").field("b", Schema.STRING).build()
+    a = writer.from_connect_data(topic_name + "-a", one, {"a": 5})
+    b = writer.from_connect_data(topic_name + "-b", two, {"b": "x"})
+    reader = conv(AvroConverter, **{"schema.registry.url": url})
+    schemas, values = reader.to_connect_batch("t", pa.array([a, b, a], pa.binary()))
+    assert values == [{"a": 5}, {"b": "x"}, {"a": 5}] and schemas == [one, two, one]
+    # a payload with a byte too many: the block would be misread, so the per-record path
+    # reads each (as Confluent's deserializer, which ignores the byte)
+    schemas, values = reader.to_connect_batch("t", pa.array([a, a + b"\x02", a], pa.binary()))
+    assert not isinstance(values, ColumnarValues) and values == [{"a": 5}] * 3
+    with pytest.raises(DataException):
+        reader.to_connect_batch("t", pa.array([a, b"\x01" + a[1:]], pa.binary()))
