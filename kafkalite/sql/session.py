@@ -81,9 +81,12 @@ class Session:
         """The answer of ``sql`` (no EMIT CHANGES) as a stream of batches."""
         sql = sql.strip().rstrip(";")
         con = self._connect()
-        for topic in self._topics_named(sql):
-            con.register(topic, self.history_reader(topic))
-        con.execute("SET lock_configuration = true")
+        try:        # an interrupt lands in whichever DuckDB call runs (_run)
+            for topic in self._topics_named(sql):
+                con.register(topic, self.history_reader(topic))
+            con.execute("SET lock_configuration = true")
+        except duckdb.Error as exc:
+            raise self._error(exc, sql) from None
         relation = _relation(con, sql, self._error)
         if relation is None:        # a statement without rows (SET, CREATE TABLE ...)
             return pa.RecordBatchReader.from_batches(pa.schema([]), [])
@@ -148,7 +151,10 @@ class Session:
         decoded = values.for_topic(self.registry, topic)
         schema = topic_source.BASE_SCHEMA if decoded is None else \
             pa.schema([*topic_source.BASE_SCHEMA, *decoded.fields])
-        con.execute("SET lock_configuration = true")
+        try:
+            con.execute("SET lock_configuration = true")
+        except duckdb.Error as exc:
+            raise self._error(exc, sql) from None
         # an aggregate answers a row even over no records: per batch it would be wrong
         if self._run(con, sql, topic, schema.empty_table()).num_rows:
             raise QueryError("EMIT CHANGES takes a SELECT ... WHERE over one topic; an "
@@ -157,13 +163,24 @@ class Session:
                                   decoded, schema):
             if self._interrupted:
                 return
-            answer = self._run(con, sql, topic, pa.Table.from_batches([batch], schema))
+            try:
+                answer = self._run(con, sql, topic, pa.Table.from_batches([batch], schema))
+            except QueryError:
+                if self._interrupted:
+                    return          # the interrupt landed in DuckDB: the loop ends, as promised
+                raise
             # an empty answer has no batches: one empty batch lets the caller check a stop
             yield from answer.to_batches() if answer.num_rows else \
                 [pa.RecordBatch.from_pylist([], schema=answer.schema)]
 
     def _run(self, con, sql: str, topic: str, table: pa.Table) -> pa.Table:
-        con.register(topic, table)
+        try:
+            # an interrupt (Ctrl-C) lands in whatever DuckDB call runs: the
+            # register of each new batch too (a CI run's EMIT CHANGES ended
+            # with InterruptException's traceback and status 1, not 130)
+            con.register(topic, table)
+        except duckdb.Error as exc:
+            raise self._error(exc, sql) from None
         relation = _relation(con, sql, self._error)
         try:
             return pa.table({}) if relation is None else relation.to_arrow_table()
