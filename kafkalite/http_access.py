@@ -58,3 +58,19 @@ class RequestAccess:
         if self._authorize is None or (or_cluster and self.may_cluster(operation, audit=False)):
             return lambda name: True
         return lambda name: self.may(operation, resource_type, name, audit=False)
+
+
+def basic_credentials(environ: dict) -> str | None:
+    """``user:password`` of the request's HTTP Basic login, or None (none,
+    or not valid base64 of UTF-8): what an app hands on to the schema
+    registry it calls as the same user."""
+    import base64
+    import binascii
+    header = environ.get("HTTP_AUTHORIZATION") or ""
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "basic" or not token:
+        return None
+    try:
+        return base64.b64decode(token.strip(), validate=True).decode()
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return None

@@ -43,8 +43,6 @@ thread-safe for this use: each call's state is its own).
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime
 import decimal
 import io
@@ -54,6 +52,7 @@ import uuid
 
 from kafkalite.client.serialization import (protobuf_message_indexes,
                                             protobuf_schema_classes)
+from kafkalite.http_access import basic_credentials
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.rest_proxy.errors import (AUTHORIZATION_FAILED, BAD_REQUEST, ProxyError)
@@ -202,7 +201,7 @@ class SchemaFormats:
         descriptors; a client caches a schema by id whatever form it was
         fetched (or registered) in, so the forms never share one."""
         from confluent_kafka.schema_registry import SchemaRegistryClient
-        credentials = _basic_credentials(req.environ)
+        credentials = basic_credentials(req.environ)
         with self._lock:
             client = self._clients.get((credentials, serialized))
             if client is None:
@@ -450,15 +449,3 @@ class SchemaFormats:
                 cls, {"use.deprecated.format": False}, schema_registry_client=client)
         msg = hit(payload, ctx)
         return json_format.MessageToDict(msg, always_print_fields_with_no_presence=True)
-
-
-def _basic_credentials(environ: dict) -> str | None:
-    """``user:password`` of the request's HTTP Basic login, or None."""
-    header = environ.get("HTTP_AUTHORIZATION") or ""
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "basic" or not token:
-        return None
-    try:
-        return base64.b64decode(token.strip(), validate=True).decode()
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        return None

@@ -34,12 +34,11 @@ client side (kafkalite.client, protocol/'s enums) and the bottom.
 """
 from __future__ import annotations
 
-import base64
 import json
 import threading
 
-from kafkalite.http_access import RequestAccess
-from kafkalite.http_routes import NoRoute, Router, WrongMethod
+from kafkalite.http_access import RequestAccess, basic_credentials
+from kafkalite.http_routes import BadBody, NoRoute, Router, WrongMethod, json_object
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ResourceType as Res
 
@@ -139,7 +138,7 @@ class QueryApp:
         def authorize(topic: str) -> None:
             if not access.may(Op.READ, Res.TOPIC, topic):
                 raise QueryError(f"not authorized to read topic {topic!r}", "denied")
-        return Session(self.client_config, self._registry(), _basic_login(environ),
+        return Session(self.client_config, self._registry(), basic_credentials(environ),
                        authorize=authorize)
 
     def _registry(self) -> str | None:
@@ -221,40 +220,10 @@ class _Rows:
 
 
 def _body(environ) -> dict:
-    # JSON only: another site's page cannot POST it without a CORS preflight
-    ctype = environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
-    if ctype not in JSON_TYPES:
-        raise _HttpError(415, "send the body as application/json")
     try:
-        length = int(environ.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        raise _HttpError(400, "Content-Length is not a number") from None
-    if length > MAX_BODY:
-        raise _HttpError(413, f"a request body may be at most {MAX_BODY} bytes")
-    try:
-        raw = environ["wsgi.input"].read(length) if length > 0 else b""
-    except OSError:
-        raw = None
-    if raw is None or len(raw) < length:
-        raise _HttpError(400, f"the body ended before its Content-Length ({length} bytes)")
-    try:
-        body = json.loads(raw or b"{}")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise _HttpError(400, f"the body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise _HttpError(400, "the body must be a JSON object")
-    return body
-
-
-def _basic_login(environ) -> str | None:
-    """``user:password`` of the request's HTTP Basic login, for the registry."""
-    auth = environ.get("HTTP_AUTHORIZATION", "")
-    if not auth.lower().startswith("basic "):
-        return None
-    try:
-        return base64.b64decode(auth[6:].strip()).decode()
-    except (ValueError, UnicodeDecodeError):
-        return None
+        return json_object(environ, MAX_BODY, JSON_TYPES)
+    except BadBody as exc:
+        raise _HttpError(exc.status, str(exc)) from None
 
 
 def _error(start_response, exc: _HttpError):

@@ -46,7 +46,7 @@ from importlib import resources
 
 from kafkalite import errors
 from kafkalite.client import AdminClient
-from kafkalite.http_routes import NoRoute, Router, WrongMethod, segment_names
+from kafkalite.http_routes import BadBody, NoRoute, Router, WrongMethod, json_object, segment_names
 from kafkalite.protocol.enums import AclOperation as Op
 from kafkalite.protocol.enums import ResourceType as Res
 from kafkalite.ratelimit import RateLimitedLog
@@ -202,33 +202,10 @@ class ConsoleApp:
 
     @staticmethod
     def _body(environ) -> dict:
-        # Only JSON: a page on another site can send a form or text/plain POST
-        # here without the browser asking first, but not application/json
-        # (that needs a CORS preflight, which this app never grants).
-        ctype = environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
-        if ctype != "application/json":
-            raise _HttpError(415, "send the body as application/json")
         try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            raise _HttpError(400, "Content-Length is not a number") from None
-        if length > MAX_BODY:
-            raise _HttpError(413, f"a request body may be at most {MAX_BODY} bytes")
-        try:
-            raw = environ["wsgi.input"].read(length) if length > 0 else b""
-        except OSError:          # the HTTP server's read timeout: the client stopped sending
-            raw = None
-        if raw is None or len(raw) < length:
-            raise _HttpError(400, f"the body ended before its Content-Length ({length} bytes)")
-        if not raw:
-            return {}
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise _HttpError(400, f"the body is not JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise _HttpError(400, "the body must be a JSON object")
-        return body
+            return json_object(environ, MAX_BODY)
+        except BadBody as exc:
+            raise _HttpError(exc.status, str(exc)) from None
 
     @staticmethod
     def _json(start_response, status: int, value):
