@@ -79,10 +79,23 @@ def _start(server, *args):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
 
 
+def _cpu_seconds(proc) -> float:
+    """The CPU time ``proc`` has used (user + system, /proc)."""
+    with open(f"/proc/{proc.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _running_a_query(proc) -> None:
+    """Until ``proc`` has used more CPU than its start-up takes (about 1.5 s of
+    imports): the query is running (it prints nothing until it ends)."""
+    wait_until(lambda: _cpu_seconds(proc) > 4.0, 120, "the query running")
+
+
 def test_ctrl_c_cancels_a_running_query(server):
     proc = _start(server, "SELECT count(*) FROM range(1000000000000) a, range(10) b "
                           "WHERE a.range % 7 = b.range")
-    time.sleep(3)        # the query running (no output until it ends)
+    _running_a_query(proc)
     started = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
@@ -123,7 +136,7 @@ def test_ctrl_c_at_the_prompt_cancels_the_query_and_reads_the_next(server, order
     proc.stdin.write(b"SELECT count(*) FROM range(1000000000000) a, range(10) b "
                      b"WHERE a.range % 7 = b.range;\n")
     proc.stdin.flush()
-    time.sleep(3)        # the query running (no output until it ends)
+    _running_a_query(proc)
     proc.send_signal(signal.SIGINT)
     proc.stdin.write(f'SELECT count(*) AS n FROM "{orders}";\n'.encode())
     proc.stdin.close()
