@@ -59,7 +59,13 @@ class Fuzzer:
         self.open[sock] = time.monotonic()
 
     def reap(self, wait: float) -> None:
-        ready, _, _ = select.select(list(self.open), [], [], wait)
+        # poll, not select: an xdist worker that ran many tests before holds
+        # descriptors past FD_SETSIZE (a CI run: "filedescriptor out of range")
+        poller = select.poll()
+        by_fd = {sock.fileno(): sock for sock in self.open}
+        for fd in by_fd:
+            poller.register(fd, select.POLLIN)
+        ready = [by_fd[fd] for fd, _ in poller.poll(wait * 1000)]
         for sock in ready:
             got = False
             try:
