@@ -140,7 +140,7 @@ def test_a_producer_behind_at_the_end_of_the_warm_up_is_not_credited_its_message
     rate = 4_000.0
     w = Workload(name="t", path="t.yaml", message_size=64, partitions_per_topic=1,
                  key_distributor="NO_KEY", producer_rate=rate, warmup_seconds=0.05,
-                 test_seconds=0.4)
+                 test_seconds=2.0)   # 0.4 ended before the first send in a loaded CI run
     client = StallingClient(stall=0.15)
     t0 = time.time_ns() + LEAD_NS
     out = runner._produce(client, w, 0, "t", rate, {"sent": [0]}, t0)
