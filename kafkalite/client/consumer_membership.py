@@ -221,13 +221,21 @@ class ConsumerProtocolMembership(GroupMembership):
                     conn = None
                 if state == STABLE and (time.monotonic() - self.last_poll) * 1000 \
                         > self.max_poll_interval_ms:
-                    conn = conn or Connection(endpoint, self.client_id, self._ctx, watch=True)
+                    try:
+                        conn = conn or Connection(endpoint, self.client_id, self._ctx,
+                                                  watch=True)
+                    except KafkaError as exc:
+                        log.warning("group %s: no link to leave the group by: %s",
+                                    self.group_id, exc)
+                        wait = self.retry_backoff
+                        continue
                     self._leave_for_poll_timeout(conn)
                     continue
                 with self._lock:
                     body = self._heartbeat_body()
-                conn = conn or Connection(endpoint, self.client_id, self._ctx, watch=True)
                 try:
+                    # a link that cannot be made now fails this beat, not the thread
+                    conn = conn or Connection(endpoint, self.client_id, self._ctx, watch=True)
                     resp = conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body,
                                         timeout=self.request_timeout,
                                         version=HEARTBEAT_VERSION)
@@ -235,7 +243,8 @@ class ConsumerProtocolMembership(GroupMembership):
                     raise
                 except Exception as exc:    # noqa: BLE001 (the thread must outlive any answer)
                     log.warning("group %s: heartbeat failed: %s", self.group_id, exc)
-                    conn.close()
+                    if conn is not None:
+                        conn.close()
                     conn = None
                     with self._lock:
                         self._full = True

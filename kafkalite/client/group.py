@@ -99,6 +99,7 @@ class GroupMembership:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._hb_thread: threading.Thread | None = None
+        self._heartbeat_link_failed = False
         self._hb_wake = threading.Event()
 
     # ---- coordinator connection ------------------------------------------------------------
@@ -166,6 +167,23 @@ class GroupMembership:
                                                daemon=True)
             self._hb_thread.start()
 
+    def _heartbeat_connection(self, endpoint: str) -> Connection | None:
+        """A link to the coordinator for heartbeats, or None when it cannot be
+        made now (a restarting worker, a port taken over): the thread tries again
+        at its next beat. Were the error to escape, the thread would end and the
+        member, heartbeating no more, would be expelled at every session timeout
+        while its consumer polled on."""
+        try:
+            conn = Connection(endpoint, self.client_id, self._ctx)
+        except KafkaError as exc:
+            if not self._heartbeat_link_failed:     # once, not at every beat
+                log.warning("group %s: no link to the coordinator at %s for heartbeats "
+                            "(tried again at each beat): %s", self.group_id, endpoint, exc)
+            self._heartbeat_link_failed = True
+            return None
+        self._heartbeat_link_failed = False
+        return conn
+
     def _heartbeat_loop(self) -> None:
         conn = None
         try:
@@ -180,8 +198,8 @@ class GroupMembership:
                                 "(max.poll.interval.ms); leaving the group", self.group_id,
                                 self.max_poll_interval_ms)
                     if conn is None:
-                        conn = Connection(endpoint, self.client_id, self._ctx)
-                    if not self.instance_id:
+                        conn = self._heartbeat_connection(endpoint)
+                    if conn is not None and not self.instance_id:
                         conn.send(ApiKey.LEAVE_GROUP, {
                             "group_id": self.group_id, "member_id": member_id,
                             "members": [{"member_id": member_id, "group_instance_id": None,
@@ -192,7 +210,9 @@ class GroupMembership:
                             self._lost_reason = "max.poll.interval.ms exceeded"
                     continue
                 if conn is None:
-                    conn = Connection(endpoint, self.client_id, self._ctx)
+                    conn = self._heartbeat_connection(endpoint)
+                    if conn is None:
+                        continue
                 try:
                     resp = conn.request(ApiKey.HEARTBEAT, {
                         "group_id": self.group_id, "generation_id": generation,

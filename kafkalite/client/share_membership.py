@@ -174,7 +174,14 @@ class ShareMembership:
                 if conn is not None and conn.endpoint != endpoint:
                     conn.close()
                     conn = None
-                conn = conn or Connection(endpoint, self.client_id, self._ctx, watch=True)
+                try:
+                    conn = conn or Connection(endpoint, self.client_id, self._ctx, watch=True)
+                except errors.KafkaError as exc:   # a link not made now fails this beat
+                    log.info("share group %s: no link to the coordinator: %s", self.group_id, exc)
+                    with self._lock:
+                        self._coordinator_lost = True
+                    wait = RETRY_S
+                    continue
                 if late:
                     log.warning("share group %s: poll() was not called for %d ms "
                                 "(max.poll.interval.ms); leaving the group", self.group_id,

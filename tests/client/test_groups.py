@@ -318,3 +318,74 @@ def test_group_state_and_offsets_survive_a_server_restart(tmp_path, topic_name):
     finally:
         srv.stop()
         srv.kill()
+
+
+class ClosingPort:
+    """A TCP port that accepts each connection and closes it at once: what a
+    client dialling a coordinator finds while another process holds the port."""
+
+    def __init__(self):
+        import socket
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = "tcp://127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.mark.processes
+def test_heartbeats_go_on_after_a_link_to_the_coordinator_could_not_be_made(tmp_path):
+    """The heartbeat's link times out (the supervisor, which coordinates the
+    groups, stopped past the session timeout) and the next beat's new link
+    is refused: its endpoint closes every handshake. That failure must not end the heartbeat
+    thread (it did: a NetworkError from the new link escaped it, in a CI run
+    of the supervisor-stall tests), else the member, polling on but
+    heartbeating no more, is expelled at every session timeout for good."""
+    srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
+    closing = ClosingPort()
+    stopped = c = None
+    try:
+        make_topic(srv, "hb", 1)
+        c = consumer(srv, "hb-group", **{"session.timeout.ms": 1500})
+        c.subscribe(["hb"])
+        wait_until(lambda: c.consume(1, 0.05) is not None and c.assignment(), 20,
+                   "the member to be assigned")
+        link, beats = c._group._conn, c._group._hb_thread
+        real, link.endpoint = link.endpoint, closing.endpoint   # where the next link dials
+        stopped = srv.proc.pid
+        os.kill(stopped, signal.SIGSTOP)
+        # each link dials twice (ZeroMQ redials once after the drop): six
+        # dials are three beats' links, which only a live thread makes
+        wait_until(lambda: not beats.is_alive() or closing.accepted >= 6, 20,
+                   "three heartbeat links tried, or the thread ended")
+        link.endpoint = real
+        os.kill(stopped, signal.SIGCONT)
+        stopped = None
+        assert beats.is_alive(), "the heartbeat thread ended on a link it could not make"
+        # expelled while stopped, the member rejoins once; after that its
+        # heartbeats keep it in: the same generation over five session timeouts
+        wait_until(lambda: c.consume(1, 0.05) is not None and c.assignment()
+                   and c._group.state == "stable", 30, "the member to be assigned again")
+        generation = c._group.generation
+        deadline = time.monotonic() + 7.5
+        while time.monotonic() < deadline:
+            c.consume(1, 0.1)
+        assert c._group.generation == generation, "the member was expelled again"
+    finally:
+        if stopped is not None:
+            os.kill(stopped, signal.SIGCONT)
+        if c is not None:
+            c.close()
+        closing.close()
+        srv.stop()
