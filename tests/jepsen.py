@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 
 
@@ -71,12 +72,14 @@ class ResentLog(logging.Handler):
     without counting a retry: refused with a metadata error (actions
     Refresh, not persisted: the partition's leader moved) or timed out
     before it was sent. A batch that failed for good (retries=0) is not
-    one. ``lines``: those log lines, for a failure's message."""
+    one. ``lines``: those log lines, for a failure's message; ``errors``:
+    how many of them each error made."""
 
     def __init__(self):
         super().__init__(logging.DEBUG)
         self.resent: dict[int, int] = {}
         self.lines: list[str] = []
+        self.errors: Counter = Counter()
         self._lock = threading.Lock()
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -92,6 +95,7 @@ class ResentLog(logging.Handler):
                 "Refresh" in actions and "Retry" not in actions or "Timed out in queue" in error):
             with self._lock:
                 self.lines.append(line)
+                self.errors[error] += 1
                 partition = int(m.group(1))
                 self.resent[partition] = self.resent.get(partition, 0) + int(m.group(2))
 

@@ -45,6 +45,7 @@ def test_a_batch_refused_not_leader_is_counted_resent_and_a_timed_out_one_is_not
     # was not written, and librdkafka sends it again without counting
     assert resends.resent == {0: 2, 5: 2}
     assert len(resends.lines) == 2
+    assert resends.errors == {"Broker: Not leader for partition": 2}
 
 
 def test_kept_out_of_order_names_acknowledged_records_after_a_later_produced_one():

@@ -300,7 +300,7 @@ def test_records_stay_in_the_order_each_writer_was_promised_through_a_cut_and_a_
         describe_reorder(w, final, [b for b in late if b[2].startswith(w.name.encode() + b"-")],
                          epochs) for w in plain), flush=True)
     print("batches the plain writers' clients sent again: " + "; ".join(
-        f"{w.name} {sorted(w.resends.resent.items())} {w.resends.lines[:2]}" for w in plain),
+        f"{w.name} {sorted(w.resends.resent.items())} {dict(w.resends.errors)}" for w in plain),
         flush=True)
     wrong = unexplained(report, final, plain, idempotent)
     assert not wrong, (wrong[:10], report)
