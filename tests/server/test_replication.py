@@ -761,7 +761,9 @@ def test_a_plain_producers_batches_a_deposed_leader_refused_land_after_later_one
         # refusal, a connection coming up); here, asked until one reached
         # broker 1 and partition 0 was acknowledged there (broker 0 answers
         # nothing)
+        deadline = time.monotonic() + 20      # before the requests to broker 0 time out
         while on_0() == before:
+            assert time.monotonic() < deadline, "the client never wrote to broker 1"
             try:
                 p.list_topics("moved", timeout=1)
             except ck.KafkaException:
