@@ -21,11 +21,24 @@ whole log is read once more. ``check`` then reports:
 - ``unacknowledged_present`` (information, not an error): values whose
   acknowledgement never came but that were stored -- allowed, as in Kafka.
 
+A writer without idempotence may also count the messages its client sent
+again on its own (``ResentLog``): librdkafka puts a batch a broker
+refused with NOT_LEADER_OR_FOLLOWER (or that never left its queue) back at
+the head of the partition's queue and sends it to the new leader whatever
+``retries`` says, so with requests pipelined it lands after records sent
+there meanwhile. ``ResentLog`` reads those refusals from librdkafka's
+``debug=msg`` log (a confluent-kafka ``logger``); ``check`` leaves them to
+the test, which knows which writer may reorder. ``kept_out_of_order``
+lists the acknowledged records that follow a later-produced one.
+
 Who may call: tests (and benchmarks) that run faults against a server.
 """
 from __future__ import annotations
 
+import logging
+import re
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 
 
@@ -45,6 +58,54 @@ class History:
             seen = self.reads.setdefault((partition, offset), value)
             if seen != value:
                 self.read_conflicts.append((partition, offset, seen, value))
+
+
+# librdkafka's line for a refused batch (rdkafka_request.c, debug "msg")
+_REFUSED = re.compile(r" \[(\d+)\]: MessageSet with (\d+) message\(s\) .*encountered error: "
+                      r"(.*) \(actions ([^)]*)\)")
+
+
+class ResentLog(logging.Handler):
+    """A handler for one confluent-kafka producer's ``logger`` (with
+    ``debug: msg`` and ``log_level: 7``) that counts, per partition
+    (``resent``), the messages of each batch librdkafka will send again
+    without counting a retry: refused with a metadata error (actions
+    Refresh, not persisted: the partition's leader moved) or timed out
+    before it was sent. A batch that failed for good (retries=0) is not
+    one. ``lines``: those log lines, for a failure's message; ``errors``:
+    how many of them each error made."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.resent: dict[int, int] = {}
+        self.lines: list[str] = []
+        self.errors: Counter = Counter()
+        self._lock = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        if "encountered error" not in line:
+            return
+        m = _REFUSED.search(line)
+        if m is None:
+            return
+        error, actions = m.group(3), m.group(4).split(",")
+        # Refresh and Retry together (a storage error) counts a retry: failed
+        if "MsgNotPersisted" in actions and (
+                "Refresh" in actions and "Retry" not in actions or "Timed out in queue" in error):
+            with self._lock:
+                self.lines.append(line)
+                self.errors[error] += 1
+                partition = int(m.group(1))
+                self.resent[partition] = self.resent.get(partition, 0) + int(m.group(2))
+
+    def logger(self, name: str) -> logging.Logger:
+        """A logger of its own for one producer, writing here only."""
+        lg = logging.getLogger(f"jepsen.resent.{name}.{id(self)}")
+        lg.setLevel(logging.DEBUG)
+        lg.propagate = False
+        lg.addHandler(self)
+        return lg
 
 
 @dataclass
@@ -105,3 +166,19 @@ def check(history: History, final: dict[int, list]) -> Report:
     phantom += [(p, o, a, b) for p, o, a, b in history.read_conflicts]
     return Report(len(history.acked), len(at), lost, moved, duplicates, reordered, phantom,
                   sum(1 for v in where if v not in acked_values))
+
+
+def kept_out_of_order(final: dict, acked: set) -> list:
+    """Acknowledged records at offsets out of their produce order:
+    (partition, offset, value) of each that follows a later-produced one."""
+    out = []
+    for p, records in final.items():
+        last: dict[bytes, int] = {}
+        for offset, value in records:
+            if value not in acked:
+                continue
+            writer, _, seq = value.rpartition(b"-")
+            if int(seq) < last.get(writer, -1):
+                out.append((p, offset, value))
+            last[writer] = max(int(seq), last.get(writer, -1))
+    return out

@@ -6,12 +6,18 @@ in-flight cap). The node is cut off, its partitions move to the other
 nodes and the writers follow them; the node is healed, catches up and
 gets its leaderships back (a preferred-replica election, what the
 controller's rebalance does on its own a while later). acks=1 may lose
-what the cut-off leader acknowledged (Kafka's semantics). What each
-partition keeps must hold the idempotent writer's records, and every
-acknowledged record, in produce order; the plain writer's records may be
-out of order only where the writer was told they had failed (a timed-out
-request that its host's TCP delivered late: see the test's docstring).
-The checkers are first shown to catch a planted reorder in the same run.
+what a deposed leader acknowledged (Kafka's semantics). What each
+partition keeps must hold the idempotent writer's records, every one it
+was acknowledged, in produce order. The plain writer has Kafka's weaker
+promise: what it was acknowledged is stored at the offset it was told,
+or lost with a leadership (never moved, never stored twice), but not
+always in produce order. Its records may be out of order only where its
+client explains it: a send it was told had failed (a timed-out request
+that its host's TCP delivered late), or a batch a deposed leader refused
+(NOT_LEADER_OR_FOLLOWER) that librdkafka sent again to the new leader
+after later ones, whatever ``retries`` says (counted from its debug log:
+jepsen.ResentLog). See the test's docstring. The checks are first shown
+to catch a planted reorder in the same run.
 
 ``KAFKALITE_ORDER_ROUNDS`` sets the number of cut/heal rounds (1 by
 default, 20 under tools/soak). Uses the cluster tests' harness
@@ -21,10 +27,11 @@ skipped without them).
 import subprocess
 import threading
 import time
+from collections import Counter
 
 import pytest
 
-from jepsen import History, check
+from jepsen import History, ResentLog, check, kept_out_of_order
 from replicas import state, wait_for
 from soak import setting
 from test_cluster_nodes import read_log_settled
@@ -43,7 +50,8 @@ IDEMPOTENT = {"acks": "all", "enable.idempotence": True}
 class OrderWriter:
     """confluent-kafka with ``settings`` (PLAIN: acks=1, retries=0 and
     librdkafka's default in-flight cap; or IDEMPOTENT), ``<name>-<seq>``
-    round-robin over ``partitions``; every outcome noted with its time."""
+    round-robin over ``partitions``; every outcome noted with its time,
+    and (PLAIN) the batches its client sent again (``resends``)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions, history: History, name: str,
                  settings: dict):
@@ -54,8 +62,12 @@ class OrderWriter:
         self.produced_at: dict[bytes, float] = {}
         self._stop = threading.Event()
         self.t0 = time.monotonic()
+        self.resends = ResentLog()
+        # a plain producer's resends are only in librdkafka's debug log
+        logs = ({"debug": "msg", "log_level": 7, "logger": self.resends.logger(name)}
+                if settings is PLAIN else {"log_level": 2})
         self.producer = ck.Producer({"bootstrap.servers": bootstrap, **settings,
-                                     "linger.ms": 2, "socket.timeout.ms": 6000, "log_level": 2})
+                                     "linger.ms": 2, "socket.timeout.ms": 6000, **logs})
         self.thread = threading.Thread(target=self._write)
         self.thread.start()
 
@@ -90,22 +102,6 @@ class OrderWriter:
         self.producer.flush(120)
 
 
-def kept_out_of_order(final: dict, acked: set) -> list:
-    """Acknowledged records at offsets out of their produce order:
-    (partition, offset, value) of each that follows a later-produced one."""
-    out = []
-    for p, records in final.items():
-        last: dict[bytes, int] = {}
-        for offset, value in records:
-            if value not in acked:
-                continue
-            writer, _, seq = value.rpartition(b"-")
-            if int(seq) < last.get(writer, -1):
-                out.append((p, offset, value))
-            last[writer] = max(int(seq), last.get(writer, -1))
-    return out
-
-
 def planted_reorder(final: dict, acked: set) -> dict:
     """``final`` with two acknowledged records of one writer swapped (the
     longest partition's, from its middle on)."""
@@ -118,6 +114,36 @@ def planted_reorder(final: dict, acked: set) -> dict:
     (o1, v1), (o2, v2) = recs[i], recs[j]
     recs[i], recs[j] = (o1, v2), (o2, v1)
     return {**final, p: recs}
+
+
+def unexplained(report, final: dict, plain: list, idempotent: list) -> list:
+    """What the writers were not promised, as (what, details): for the
+    idempotent ones, an acknowledged record lost, moved or out of order, or
+    a record stored twice; for the plain ones, an acknowledged record
+    moved, a record stored twice, an unacknowledged one kept out of
+    produce order that it was not told had failed, or in a partition more
+    acknowledged ones kept out of produce order than its client sent
+    again (an out-of-order acknowledged record is one the new leader
+    appended after later ones: only a resent batch is)."""
+    def writer(value: bytes) -> bytes:
+        return value.rpartition(b"-")[0]
+    ours = {w.name.encode() for w in idempotent}
+    mine = {w.name.encode() for w in plain}
+    out = [("idempotent", x) for x in report.lost + report.reordered + report.moved
+           if writer(x[2]) in ours]
+    out += [("plain, moved", x) for x in report.moved if writer(x[2]) in mine]
+    out += [("stored twice", d) for d in report.duplicates if writer(d[0]) in ours | mine]
+    for w in plain:
+        acked = set(w.acks)
+        out += [("plain, out of order and not told failed", b) for b in report.reordered
+                if writer(b[2]) == w.name.encode() and b[2] not in acked
+                and b[2] not in w.failed]
+        kept = Counter(p for p, _, v in kept_out_of_order(final, acked)
+                       if writer(v) == w.name.encode())
+        out += [("plain, acknowledged out of order beyond what its client resent",
+                 (w.name, p, n, w.resends.resent.get(p, 0)))
+                for p, n in kept.items() if n > w.resends.resent.get(p, 0)]
+    return out
 
 
 def elect_preferred(s, topic) -> bool:
@@ -221,21 +247,35 @@ def cut_heal_and_return(c, r: int, where: dict, brokers: str, history: History) 
 
 
 @pytest.mark.slow
-def test_records_a_partition_keeps_stay_in_produce_order_through_a_cut_and_a_return(cluster):
+def test_records_stay_in_the_order_each_writer_was_promised_through_a_cut_and_a_return(cluster):
     """Two writers on the partitions a broker node leads, while that node
     is cut off, healed, and given its leaderships back: an idempotent one
     (acks=all) and a plain one (acks=1, retries=0). Every partition keeps
-    the idempotent writer's records in produce order, and the plain
-    writer's acknowledged records too. The plain writer's requests that
-    were on the wire to the cut-off leader are timed out by the client
-    (it reports them failed, and moves on to the new leader), but its
-    host's TCP goes on sending them (the socket closed, the bytes still
-    unacknowledged) and, once the link is back, the node that leads again
-    appends them after what the writer sent later: a failed send of a
-    non-idempotent producer may be written, and written late, as in Kafka
-    (a Produce without a producer id carries nothing a broker could tell
-    a stale one by). Those records only may be out of order, and each is
-    one the writer was told had failed."""
+    the idempotent writer's acknowledged records, once each, in produce
+    order. The plain writer's acknowledged records are where it was told,
+    or lost with a deposed leader's acknowledgements, and stored once; two
+    things put its records out of produce order, as on Kafka's brokers (a
+    Produce without a producer id carries nothing a broker could order or
+    refuse it by):
+
+    - requests on the wire to the cut-off leader are timed out by the
+      client (it reports them failed, and moves on to the new leader), but
+      its host's TCP goes on sending them (the socket closed, the bytes
+      still unacknowledged) and, once the link is back, the node that
+      leads again appends them after what the writer sent later;
+    - at a leadership change, a metadata refresh (one partition's refusal
+      is enough to ask for all of them) moves a partition to its new
+      leader while requests are still in flight to the old one, which
+      refuses them NOT_LEADER_OR_FOLLOWER once it knows; librdkafka puts
+      those batches back in the queue and sends them to the new leader
+      without counting a retry (retries=0 or not: "not persisted"), after
+      the records it sent there meanwhile. Those are acknowledged, out of
+      produce order (seen in a CI run: p1@2111-2113 acknowledged 0.5 s
+      after they were produced, after later ones at lower offsets).
+
+    Out-of-order records of the first kind must each be one the writer
+    was told had failed; of the second, no more in a partition than
+    librdkafka's log says it sent again there."""
     c = cluster
     ctl = c.nodes[1]
     create(ctl, "order")
@@ -250,25 +290,17 @@ def test_records_a_partition_keeps_stay_in_produce_order_through_a_cut_and_a_ret
     final = read_log_settled(lambda: ctl, "order", PARTITIONS)
     acked = {v for w in writers for v in w.acks}
     planted = planted_reorder(final, acked)
-    assert check(history, planted).reordered and kept_out_of_order(planted, acked), \
-        "the checkers missed a planted reorder"
+    assert unexplained(check(history, planted), planted, plain, idempotent), \
+        "the checks missed a planted reorder"
     report = check(history, final)
-    by = {w.name.encode(): w for w in plain + idempotent}
     late = [b for b in report.reordered if b[2].rpartition(b"-")[0] in {w.name.encode()
                                                                          for w in plain}]
     epochs = leader_epochs(ctl, "order", late) if late else {}
     print(f"{len(late)} of the plain writers' records kept out of produce order: " + "; ".join(
         describe_reorder(w, final, [b for b in late if b[2].startswith(w.name.encode() + b"-")],
                          epochs) for w in plain), flush=True)
-    # the idempotent writers: nothing acknowledged lost, nothing out of order
-    ours = {w.name.encode() for w in idempotent}
-    wrong = [x for x in report.lost + report.reordered + report.moved
-             if x[2].rpartition(b"-")[0] in ours]
-    wrong += [d for d in report.duplicates if d[0].rpartition(b"-")[0] in ours]
-    assert not wrong, report
-    # the plain writers: acks=1 may lose (the cut-off leader's
-    # acknowledgements), but what is kept and acknowledged is in order, and
-    # what is out of order was reported failed to the writer
-    assert not kept_out_of_order(final, acked), report
-    told_failed = [b for b in late if b[2] in by[b[2].rpartition(b"-")[0]].failed]
-    assert told_failed == late, (late, report)
+    print("batches the plain writers' clients sent again: " + "; ".join(
+        f"{w.name} {sorted(w.resends.resent.items())} {dict(w.resends.errors)}" for w in plain),
+        flush=True)
+    wrong = unexplained(report, final, plain, idempotent)
+    assert not wrong, (wrong[:10], report)

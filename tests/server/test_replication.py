@@ -22,7 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import ServerProcess, run_cli, wait_until
-from jepsen import History, check
+from jepsen import History, ResentLog, check, kept_out_of_order
 from replicas import Traffic, create, log_bounds, produce, read_log, segments, state, wait_for
 from kafkalite import errors
 from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer, TopicPartition
@@ -694,3 +694,93 @@ def test_the_checker_catches_the_loss_of_an_unclean_election_and_a_clean_one_has
     assert not planted.ok and len(planted.lost) == 50, planted   # the checker sees the loss
     clean = _unclean_run(s, "clean", unclean=False)
     assert clean.ok and clean.acked == 100, clean
+
+
+def _write_plain(s, topic: str, partitions: int, acks: dict, stop: threading.Event,
+                 resends: ResentLog):
+    """A confluent-kafka producer without idempotence (acks=1, retries=0,
+    librdkafka's default in-flight cap) writing ``o-<seq>`` round-robin over
+    ``partitions`` until ``stop``, noting each acknowledgement in ``acks``
+    (value -> (partition, offset)); returns it and its thread."""
+    import confluent_kafka as ck
+    p = ck.Producer({"bootstrap.servers": s.kafka_bootstrap, "acks": 1, "retries": 0,
+                     "enable.idempotence": False, "linger.ms": 2, "socket.timeout.ms": 30000,
+                     "debug": "msg", "log_level": 7, "logger": resends.logger("plain")})
+
+    def write():
+        seq = 0
+        while not stop.is_set():
+            def done(err, msg, v=b"o-%d" % seq):
+                if err is None:
+                    acks[v] = (msg.partition(), msg.offset())
+            try:
+                p.produce(topic, b"o-%d" % seq, partition=seq % partitions, on_delivery=done)
+                seq += 1
+            except BufferError:
+                pass
+            p.poll(0.005)
+    t = threading.Thread(target=write)
+    t.start()
+    return p, t
+
+
+def test_a_plain_producers_batches_a_deposed_leader_refused_land_after_later_ones(cluster):
+    """Issue 68 item 6, planted: a producer without idempotence has
+    requests in flight to a partition's leader (broker 0, stopped) when the
+    leadership moves to broker 1 and a metadata refresh tells the client;
+    it sends its next records to broker 1. Broker 0, resumed, applies the
+    change first and refuses what waited NOT_LEADER_OR_FOLLOWER, as
+    Kafka's broker would; librdkafka sends those batches again to broker
+    1 without counting a retry (retries=0: "not persisted"), after the
+    later ones. So acknowledged records end out of produce order; each is
+    one librdkafka's log says it sent again, none moved or stored twice.
+    (tests/server/test_cluster_partition_order.py holds a cut's writers to
+    that, where it happens without help.)"""
+    import confluent_kafka as ck
+    s = cluster(workers=2)
+    create(s, "moved", assignments=[[0, 1], [1, 0]])    # partition 1: a broker 1 to talk to
+    tp = TopicPartition("moved", 0)
+    wait_for(lambda: all(isr == [0, 1] for _, _, isr in state(s, "moved").values()),
+             what="both replicas in sync")
+    admin = AdminClient(s.config())
+    assert admin.alter_partition_reassignments({tp: [1, 0]}).result() == {tp: None}
+    wait_for(lambda: state(s, "moved")[0][:2] == (0, [1, 0]), what="broker 1 preferred")
+    acks, stop, resends = {}, threading.Event(), ResentLog()
+    p, writer = _write_plain(s, "moved", 2, acks, stop, resends)
+    stopped = s.worker_pid(0)
+    try:
+        wait_for(lambda: len(acks) > 50, what="acknowledgements")
+        os.kill(stopped, signal.SIGSTOP)
+        elect = threading.Thread(target=lambda: admin.elect_leaders(0, [tp]).result())
+        elect.start()
+        wait_for(lambda: state(s, "moved")[0][0] == 1, what="broker 1 named leader")
+        def on_0():
+            return sum(1 for q, _ in list(acks.values()) if q == 0)
+        before = on_0()
+        # a metadata refresh the client makes anyway (another partition's
+        # refusal, a connection coming up); here, asked until one reached
+        # broker 1 and partition 0 was acknowledged there (broker 0 answers
+        # nothing)
+        deadline = time.monotonic() + 20      # before the requests to broker 0 time out
+        while on_0() == before:
+            assert time.monotonic() < deadline, "the client never wrote to broker 1"
+            try:
+                p.list_topics("moved", timeout=1)
+            except ck.KafkaException:
+                pass        # asked of the stopped broker
+        os.kill(stopped, signal.SIGCONT)
+        elect.join(60)
+        wait_for(lambda: resends.resent, what="librdkafka's resends")
+    finally:
+        os.kill(stopped, signal.SIGCONT)
+        stop.set()
+        writer.join(30)
+        p.flush(30)
+    admin.close()
+    final = read_log(s, "moved", 2)
+    history = History(acked=[(q, o, v) for v, (q, o) in acks.items()])
+    report = check(history, final)
+    late = kept_out_of_order(final, set(acks))
+    assert late and {q for q, _, _ in late} == {0}, (late[:5], resends.lines[:3])
+    assert len(late) <= resends.resent.get(0, 0), (len(late), resends.resent)
+    assert not report.moved and not report.duplicates, report
