@@ -10,7 +10,11 @@ pushes it as it commits; pgoutput's binary messages are parsed by
 ``parse_message``, a row's text values by a loader per column made once per
 relation (``_ValueLoader.plan``), and a poll hands each run of one table's
 changes over as one SourceRecordBatch (a delete's tombstone among its
-``tombstones``), which the worker converts a batch at a time. The slot is
+``tombstones``), which the worker converts a batch at a time. The batch
+holds each change as pgoutput's texts, undecoded (cdc_envelopes.py): the
+JsonConverter has the envelopes and keys written from them by one C loop
+(kafkalite._ext.cdc_envelope), and the dicts the loaders decode are made
+only for anything else (a transform, another converter). The slot is
 confirmed (a standby status update) in ``commit()`` only up to the end of
 the last transaction whose every change has its source offset stored by
 the worker, so WAL not yet committed to Connect stays in the slot, and a
@@ -94,6 +98,8 @@ from kafkalite.connect.api import SourceConnector, SourceRecordBatch, SourceTask
 from kafkalite.connect.config import (BOOLEAN, INT, LIST, PASSWORD, STRING, ConfigDef,
                                       ConfigException, at_least, one_of)
 from kafkalite.connect.connectors.dialects import PostgreSQL, dialect_for
+from kafkalite.connect.connectors.cdc_envelopes import (SOURCE_SCHEMA, UNCHANGED, ChangeKeys,
+                                                        ChangeSource, ChangeValues)
 from kafkalite.connect.connectors.jdbc import CONN
 from kafkalite.connect.connectors.replication import ReplicationStream
 from kafkalite.connect.data import Field, Schema
@@ -181,9 +187,6 @@ class _Reader:
         return out
 
 
-UNCHANGED = object()
-
-
 def parse_message(data: bytes) -> tuple:
     """One pgoutput message as a tuple led by its kind:
     ("B", final_lsn, commit_ts_us, xid), ("C", commit_lsn, end_lsn, commit_ts_us),
@@ -255,6 +258,15 @@ _SCHEMAS = {16: Schema.OPTIONAL_BOOLEAN, 17: Schema.OPTIONAL_BYTES, 20: Schema.O
             701: Schema.OPTIONAL_FLOAT64, 1114: Schema.OPTIONAL_TIMESTAMP,
             1184: Schema.OPTIONAL_TIMESTAMP, 1082: Schema.OPTIONAL_DATE}
 _LOADED = frozenset(_SCHEMAS) | {1700}      # parsed by psycopg's text loaders
+# the type oids the C envelope writer reads itself (kafkalite._ext.cdc_envelope's
+# KIND_*: 1 integers, 2 floats, 3 booleans, 5 timestamp, 6 timestamptz, 7 date); the
+# rest of _LOADED (numeric, bytea) by the Python path (0), every other type as text (4)
+_KINDS = {20: 1, 21: 1, 23: 1, 700: 2, 701: 2, 16: 3, 1114: 5, 1184: 6, 1082: 7}
+
+
+def column_kind(oid: int) -> int:
+    """A column's kind for the C envelope writer (see _KINDS)."""
+    return _KINDS.get(oid, 0 if oid in _LOADED else 4)
 _STARTS_WITH_T = operator.methodcaller("startswith", b"t")
 
 
@@ -282,48 +294,6 @@ class _Relation:
             Field("before", self.value_schema), Field("after", self.value_schema),
             Field("source", SOURCE_SCHEMA), Field("op", Schema.STRING),
             Field("ts_ms", Schema.OPTIONAL_INT64)))
-
-
-# The source block of Debezium's PostgreSQL connector, field for field in its
-# order (PostgresSourceInfoStructMaker over the common SourceInfo of Debezium
-# 2.7): consumers of Debezium's events read ``sequence`` to order and dedupe
-# changes, ``version`` to know the format, ``ts_us``/``ts_ns`` for the commit
-# time. ``xmin`` is null, as Debezium's with xmin.fetch.interval.ms at its
-# default 0. Then kafkalite's two of its own, which its offsets are made of:
-# ``lsn_commit`` (the commit LSN of the change's transaction) and ``change``
-# (the change's index in it).
-SOURCE_SCHEMA = Schema("struct", False, "io.debezium.connector.postgresql.Source", fields=(
-    Field("version", Schema.STRING), Field("connector", Schema.STRING),
-    Field("name", Schema.STRING), Field("ts_ms", Schema.INT64),
-    Field("snapshot", Schema.OPTIONAL_STRING), Field("db", Schema.STRING),
-    Field("sequence", Schema.OPTIONAL_STRING), Field("ts_us", Schema.OPTIONAL_INT64),
-    Field("ts_ns", Schema.OPTIONAL_INT64), Field("schema", Schema.STRING),
-    Field("table", Schema.STRING), Field("txId", Schema.OPTIONAL_INT64),
-    Field("lsn", Schema.OPTIONAL_INT64), Field("xmin", Schema.OPTIONAL_INT64),
-    Field("lsn_commit", Schema.OPTIONAL_INT64), Field("change", Schema.OPTIONAL_INT32)))
-# the Debezium release whose event format the records follow, in ``source.version``
-# (Debezium puts its own version there; a consumer checking it reads a release
-# whose fields these are)
-DEBEZIUM_FORMAT_VERSION = "2.7.4.Final"
-
-
-def _json_lsn(lsn) -> str:
-    return "null" if lsn is None else f'"{lsn}"'
-
-
-def source_block(name: str, ts_ms: int, snapshot: str, db: str, schema: str, table: str,
-                 tx_id, lsn, lsn_commit, change) -> dict:
-    """A record's ``source`` (SOURCE_SCHEMA). ``sequence`` is Debezium's JSON
-    array of two LSNs as strings, [the last commit's, the change's]: here the
-    change's own transaction's commit LSN, which orders changes as Debezium's
-    does (a snapshot row's is null, as Debezium's before its first commit)."""
-    # json.dumps of the two, written out: this runs once per change
-    sequence = f"[{_json_lsn(lsn_commit)},{_json_lsn(lsn)}]"
-    return {"version": DEBEZIUM_FORMAT_VERSION, "connector": "postgresql", "name": name,
-            "ts_ms": ts_ms, "snapshot": snapshot, "db": db, "sequence": sequence,
-            "ts_us": ts_ms * 1000, "ts_ns": ts_ms * 1_000_000, "schema": schema,
-            "table": table, "txId": tx_id, "lsn": lsn, "xmin": None,
-            "lsn_commit": lsn_commit, "change": change}
 
 
 class _ValueLoader:
@@ -589,14 +559,15 @@ class _Snapshot:
         snapshot is done (then the last record is marked so, and the
         transaction ended)."""
         from psycopg import sql
-        out = [self.held] if self.held is not None else []    # (relation, key, value)
+        out = [self.held] if self.held is not None else []    # (relation, change)
         self.held = None
         offset = {"lsn_commit": -1, "change": -1, "snapshot": True}
         done = False
         while len(out) <= limit:
             if self.rel is None and not self._open_next():
                 if out:
-                    out[-1][2]["source"]["snapshot"] = "last"
+                    rel, change = out[-1]
+                    out[-1] = (rel, change[:5] + ("last",) + change[6:])
                 self.conn.commit()
                 self.conn.close()
                 done = True
@@ -615,20 +586,16 @@ class _Snapshot:
                 out.append(self._record([res.get_value(i, j) for j in range(ncols)]))
         if not done:
             self.held = out.pop()
-        for rel, key, value in out:
-            batches.add(rel, key, value, self.ts_ms, offset)
+        for rel, change in out:
+            batches.add(rel, change, self.ts_ms, offset, rel.key_schema is not None)
         if done and out:
             batches.out[-1].source_offset = {**offset, "snapshot_completed": True}
         return done
 
     def _record(self, values: list) -> tuple:
-        rel, task = self.rel, self.task
-        after = task.values.row(rel, values)
-        source = source_block(task.c["topic.prefix"], self.ts_ms, "true", task.db, rel.schema,
-                              rel.table, None, self.lsn, None, None)
-        key = {n: after[n] for n in rel.key_names} if rel.key_schema is not None else None
-        return rel, key, {"before": None, "after": after, "source": source, "op": "r",
-                          "ts_ms": self.ts_ms}
+        """(relation, the change of a row read) (cdc_envelopes' change)."""
+        return self.rel, ("r", None, False, values, self.ts_ms, "true", None, self.lsn, None,
+                          None)
 
     def close(self) -> None:
         self.conn.close()
@@ -646,34 +613,35 @@ class _Txn:
 
 
 class _Batches:
-    """A poll's records as SourceRecordBatches: one per run of records of one
+    """A poll's records as SourceRecordBatches: one per run of changes of one
     relation (its envelope schema) with a key or without (a truncate has
     none), in poll order, so each table's changes keep their order; a
     delete's tombstone rides in its run as one of the batch's
-    ``tombstones``. The batch's offset is its last record's."""
+    ``tombstones``. Keys and values are cdc_envelopes' ChangeKeys and
+    ChangeValues of the changes. The batch's offset is its last record's."""
 
-    def __init__(self, partition: dict):
-        self.partition, self.out, self.count = partition, [], 0
+    def __init__(self, partition: dict, source: ChangeSource):
+        self.partition, self.source, self.out, self.count = partition, source, [], 0
         self._run, self._at = None, None
 
-    def add(self, rel: "_Relation", key, value, ts_ms: int, offset: dict,
+    def add(self, rel: "_Relation", change: tuple, ts_ms: int, offset: dict, keyed: bool,
             tombstone: bool = False) -> None:
-        at = (rel.envelope, key is None)
+        at = (rel.envelope, keyed)
         b = self._run
         if b is None or at[0] is not self._at[0] or at[1] != self._at[1]:
             b = self._run = SourceRecordBatch(
-                rel.topic, rel.envelope, [], source_partition=self.partition,
-                key_schema=None if key is None else rel.key_schema,
-                keys=None if key is None else [], timestamps=[])
+                rel.topic, rel.envelope, ChangeValues(self.source, rel, []),
+                source_partition=self.partition, key_schema=rel.key_schema if keyed else None,
+                keys=ChangeKeys(self.source, rel, []) if keyed else None, timestamps=[])
             self.out.append(b)
             self._at = at
         if tombstone:
             if b.tombstones is None:
                 b.tombstones = []
             b.tombstones.append(len(b.values))
-        b.values.append(value)
-        if b.keys is not None:
-            b.keys.append(key)
+        b.values.changes.append(None if tombstone else change)
+        if keyed:
+            b.keys.changes.append(change)
         b.timestamps.append(ts_ms)
         b.source_offset = offset
         self.count += 1
@@ -698,9 +666,10 @@ class PostgresCdcSourceTask(SourceTask):
         self.types: dict[int, str] = {}
         self._pk: dict[int, list] = {}
         self._stop = threading.Event()
-        self.fault = os.environ.get("KAFKALITE_CDC_FAULT", "")
         self.conn = _connect(self.c)
         self.db = self.conn.info.dbname
+        self.fault = os.environ.get("KAFKALITE_CDC_FAULT", "")
+        self.changes = ChangeSource(self.c["topic.prefix"], self.db, self.values, self.fault)
         self.snapshot: _Snapshot | None = None
         if self.c["snapshot.mode"] == "initial" and (
                 stored is None or (stored.get("snapshot") and not stored.get("snapshot_completed"))):
@@ -721,7 +690,7 @@ class PostgresCdcSourceTask(SourceTask):
     # ---- reading the slot ----------------------------------------------------------------
 
     def poll(self):
-        batches = _Batches(self.partition)
+        batches = _Batches(self.partition, self.changes)
         if self.snapshot is not None:
             # the snapshot's rows first; the slot holds every change after them
             if self.snapshot.read(self.c["max.batch.size"], batches):
@@ -819,43 +788,35 @@ class PostgresCdcSourceTask(SourceTask):
         return pk
 
     def _records(self, msg, txn, i, lsn, batches: _Batches) -> None:
+        """A change message's records (cdc_envelopes' changes): one per
+        relation (a truncate's may be several), a delete's tombstone after it."""
         kind = msg[0]
         offset = {"lsn_commit": txn["final_lsn"], "change": i, "lsn": lsn, "txId": txn["xid"]}
         rels = [msg[1]] if kind != "T" else msg[1]
-        row = self.values.row
+        ts_ms = txn["ts_ms"]
         for relid in rels:
             rel = self.relations.get(relid)
             if rel is None:
                 raise DataException(f"pgoutput: change to relation {relid} before its Relation "
                                     f"message")
-            source = source_block(self.c["topic.prefix"], txn["ts_ms"], "false", self.db,
-                                  rel.schema, rel.table, txn["xid"], lsn, txn["final_lsn"], i)
-            before = after = None
-            key_row = None
+            before, key_only, after = None, False, None
             if kind == "I":
-                op, after = "c", row(rel, msg[2])
-                key_row = after
+                op, after = "c", msg[2]
             elif kind == "U":
-                op, after = "u", row(rel, msg[4])
-                if msg[2] == "O":
-                    before = row(rel, msg[3])
-                elif msg[2] == "K":
-                    before = row(rel, msg[3], only=rel.key_names)
-                key_row = after
+                # the old row with REPLICA IDENTITY FULL ("O"), its key columns when the
+                # key changed ("K"), else none
+                op, after = "u", msg[4]
+                before, key_only = msg[3], msg[2] == "K"
             elif kind == "D":
-                op = "d"
-                before = row(rel, msg[3], only=None if msg[2] == "O" else rel.key_names)
-                key_row = before
+                op, before, key_only = "d", msg[3], msg[2] != "O"
             else:
                 op = "t"
-            key = None
-            if rel.key_schema is not None and key_row is not None:
-                key = {n: key_row[n] for n in rel.key_names}
-            value = {"before": before, "after": after, "source": source, "op": op,
-                     "ts_ms": txn["ts_ms"]}
-            batches.add(rel, key, value, txn["ts_ms"], offset)
-            if op == "d" and self.c["tombstones.on.delete"] and key is not None:
-                batches.add(rel, key, None, txn["ts_ms"], offset, tombstone=True)
+            change = (op, before, key_only, after, ts_ms, "false", txn["xid"], lsn,
+                      txn["final_lsn"], i)
+            keyed = rel.key_schema is not None and op != "t"
+            batches.add(rel, change, ts_ms, offset, keyed)
+            if op == "d" and self.c["tombstones.on.delete"] and keyed:
+                batches.add(rel, change, ts_ms, offset, keyed, tombstone=True)
 
     # ---- releasing the slot's WAL ----------------------------------------------------------
 

@@ -1,0 +1,109 @@
+"""The CDC source's envelopes written by the C writer
+(kafkalite._ext.cdc_envelope, through cdc_envelopes.ChangeValues and
+ChangeKeys) against the JsonConverter's bytes of the dicts the Python path
+decodes from the same changes: byte for byte, for random changes (inserts,
+updates with the whole old row, the old key or none, deletes, truncates,
+snapshot reads, tombstones) of random rows of many PostgreSQL types as
+PostgreSQL writes them (test_connect_cdc_values' rows: NULLs, unicode
+text, integers at their limits, floats with NaN and infinities, numeric,
+timestamps and timestamptz in a zone not UTC, dates, bytea, arrays, json,
+uuid) and unchanged TOASTed values, with and without schemas, both
+decimal modes. A planted fault (a float column written as text) must make
+the comparison fail."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from test_connect_cdc_values import COLUMNS, pg_texts
+
+PLACEHOLDER = "__debezium_unavailable_value"
+
+
+def random_changes(rng: random.Random, rows: list) -> tuple[list, list]:
+    """(changes, tombstone indexes): a change of a random kind per row (its
+    old row another random row), a delete's tombstone after some deletes."""
+    changes, tombstones = [], []
+    for i, row in enumerate(rows):
+        old = rows[rng.randrange(len(rows))]
+        ts_ms = rng.choice([0, 1_700_000_000_123, rng.randrange(2**41)])
+        lsn, commit = rng.randrange(2**40), rng.randrange(2**40)
+        kind = rng.choice("cuUKddtr")
+        if kind == "r":
+            changes.append(("r", None, False, row, ts_ms, rng.choice(["true", "last"]), None,
+                            lsn, None, None))
+            continue
+        op, before, key_only, after = {
+            "c": ("c", None, False, row), "u": ("u", None, False, row),
+            "U": ("u", old, False, row), "K": ("u", old, True, row),
+            "d": ("d", old, rng.random() < 0.5, None), "t": ("t", None, False, None)}[kind]
+        changes.append((op, before, key_only, after, ts_ms, "false", rng.randrange(2**32), lsn,
+                        commit, i))
+        if op == "d" and rng.random() < 0.5:
+            tombstones.append(len(changes))
+            changes.append(changes[-1])
+    return changes, tombstones
+
+
+def both_ways(source, rel, changes, tombstones, schemas_enable: str):
+    """(fast, reference) bytes of the values and of the keys."""
+    from kafkalite.connect.connectors.cdc_envelopes import ChangeKeys, ChangeValues
+    from kafkalite.connect.converters import JsonConverter
+    conv = JsonConverter()
+    conv.configure({"schemas.enable": schemas_enable}, False)
+    # a tombstone's value is None (the worker leaves it out of the batch it converts)
+    values = ChangeValues(source, rel, [None if i in tombstones else c
+                                        for i, c in enumerate(changes)]).without(set(tombstones))
+    keys = ChangeKeys(source, rel, [c for c in changes if c[0] != "t"])
+    fast = (conv.from_connect_batch("t", rel.envelope, values),
+            conv.from_connect_batch("t", rel.key_schema, keys))
+    reference = (conv.from_connect_batch("t", rel.envelope, list(values)),
+                 conv.from_connect_batch("t", rel.key_schema, list(keys)))
+    return fast, reference
+
+
+def first_difference(fast: list, reference: list) -> str | None:
+    for i, (a, b) in enumerate(zip(fast, reference)):
+        if a != b:
+            at = next(j for j in range(min(len(a), len(b)) + 1) if a[j:j + 1] != b[j:j + 1])
+            return f"record {i}, byte {at}: {a[max(0, at - 80):at + 80]!r} != " \
+                   f"{b[max(0, at - 80):at + 80]!r}"
+    return None if len(fast) == len(reference) else f"{len(fast)} != {len(reference)} records"
+
+
+def relation_and_source(decimal_mode: str, fault: str = ""):
+    from kafkalite.connect.connectors.cdc import _Relation, _ValueLoader
+    from kafkalite.connect.connectors.cdc_envelopes import ChangeSource
+    rel = _Relation(("R", 1, "public", "t\u00fc", "d", [(n, oid, n in ("i4", "t"))
+                                                        for n, _, oid in COLUMNS]),
+                    ["i4", "t"], "pg", decimal_mode)
+    return rel, ChangeSource("pg", "db\"1", _ValueLoader(decimal_mode, PLACEHOLDER), fault)
+
+
+@pytest.mark.parametrize("decimal_mode", ["string", "double"])
+def test_the_c_writer_writes_the_converters_bytes(postgres, decimal_mode):
+    from kafkalite.connect.connectors.cdc import UNCHANGED
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    rows = pg_texts(postgres, rng, 300)
+    for row in rows[::7]:
+        row[rng.randrange(len(row))] = UNCHANGED
+    rows.append([None] * len(COLUMNS))
+    rel, source = relation_and_source(decimal_mode)
+    changes, tombstones = random_changes(rng, rows)
+    for schemas_enable in ("true", "false"):
+        fast, reference = both_ways(source, rel, changes, tombstones, schemas_enable)
+        for what, f, r in zip(("values", "keys"), fast, reference):
+            assert first_difference(f, r) is None, \
+                f"seed {seed}, {what}, schemas.enable={schemas_enable}: {first_difference(f, r)}"
+
+
+def test_a_planted_fault_in_the_writer_is_caught(postgres):
+    """The float columns written as text (KAFKALITE_CDC_FAULT=envelope-float-as-text):
+    the comparison above must see it."""
+    rng = random.Random(7)
+    rows = pg_texts(postgres, rng, 60)
+    rel, source = relation_and_source("string", fault="envelope-float-as-text")
+    changes, tombstones = random_changes(rng, rows)
+    fast, reference = both_ways(source, rel, changes, tombstones, "true")
+    assert first_difference(fast[0], reference[0]) is not None
