@@ -94,6 +94,7 @@ import re
 import struct
 import threading
 
+from kafkalite._ext.pgoutput import parse_change
 from kafkalite.connect.api import SourceConnector, SourceRecordBatch, SourceTask
 from kafkalite.connect.config import (BOOLEAN, INT, LIST, PASSWORD, STRING, ConfigDef,
                                       ConfigException, at_least, one_of)
@@ -169,22 +170,8 @@ class _Reader:
         self.i = end + 1
         return s
 
-    def tuple_data(self) -> list:
-        """[None (null) | UNCHANGED (unchanged TOAST) | bytes (text form)]."""
-        out = []
-        for _ in range(self.take("!h")):
-            kind = self.take("!c")
-            if kind == b"n":
-                out.append(None)
-            elif kind == b"u":
-                out.append(UNCHANGED)
-            elif kind in (b"t", b"b"):
-                n = self.take("!i")
-                out.append(self.b[self.i:self.i + n])
-                self.i += n
-            else:
-                raise DataException(f"pgoutput: unknown tuple column kind {kind!r}")
-        return out
+
+_ROW_CHANGES = (b"I", b"U", b"D")
 
 
 def parse_message(data: bytes) -> tuple:
@@ -193,9 +180,16 @@ def parse_message(data: bytes) -> tuple:
     ("R", relid, schema, table, replident, [(name, type_oid, is_key)]),
     ("Y", oid, schema, name), ("I", relid, new), ("U", relid, old_kind, old, new),
     ("D", relid, old_kind, old), ("T", [relids], options), ("O", lsn, name),
-    ("M", ...) ignored. Tuples as _Reader.tuple_data; old_kind "K" (key
-    columns), "O" (whole old row) or None. Raises DataException on anything else."""
+    ("M", ...) ignored. A tuple: [None (null) | UNCHANGED (unchanged TOAST) |
+    bytes (text form)] per column; old_kind "K" (key columns), "O" (whole
+    old row) or None. The changes (I, U, D), one message each, parsed by
+    kafkalite._ext.pgoutput. Raises DataException on anything else."""
     data = bytes(data)
+    if data[:1] in _ROW_CHANGES:
+        try:
+            return parse_change(data, UNCHANGED)
+        except ValueError as e:
+            raise DataException(f"pgoutput: {e}") from None
     r = _Reader(data)
     try:
         kind = r.take("!c").decode()
@@ -218,25 +212,6 @@ def parse_message(data: bytes) -> tuple:
         if kind == "Y":
             oid = r.take("!I")
             return ("Y", oid, r.string(), r.string())
-        if kind == "I":
-            relid = r.take("!I")
-            if r.take("!c") != b"N":
-                raise DataException("pgoutput: Insert without a new tuple")
-            return ("I", relid, r.tuple_data())
-        if kind == "U":
-            relid = r.take("!I")
-            tag = r.take("!c")
-            old_kind, old = None, None
-            if tag in (b"K", b"O"):
-                old_kind, old = tag.decode(), r.tuple_data()
-                tag = r.take("!c")
-            if tag != b"N":
-                raise DataException("pgoutput: Update without a new tuple")
-            return ("U", relid, old_kind, old, r.tuple_data())
-        if kind == "D":
-            relid = r.take("!I")
-            tag = r.take("!c").decode()
-            return ("D", relid, tag, r.tuple_data())
         if kind == "T":
             n = r.take("!i")
             options = r.take("!b")
