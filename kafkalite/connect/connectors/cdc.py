@@ -101,6 +101,7 @@ from kafkalite.connect.config import (BOOLEAN, INT, LIST, PASSWORD, STRING, Conf
 from kafkalite.connect.connectors.dialects import PostgreSQL, dialect_for
 from kafkalite.connect.connectors.cdc_envelopes import (SOURCE_SCHEMA, UNCHANGED, ChangeKeys,
                                                         ChangeSource, ChangeValues)
+from kafkalite.connect.connectors.copy_out import CopyOut
 from kafkalite.connect.connectors.jdbc import CONN
 from kafkalite.connect.connectors.replication import ReplicationStream
 from kafkalite.connect.data import Field, Schema
@@ -445,15 +446,15 @@ class PostgresCdcSourceConnector(SourceConnector):
 
 
 _SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
-SNAPSHOT_CURSOR = "kafkalite_snapshot"
 
 
 class _Snapshot:
     """The initial snapshot of a task: the slot created with an exported
-    snapshot, and the published tables read through a cursor per table in
-    one REPEATABLE READ transaction that imports it. Rows come as libpq's
-    text values (``FETCH`` on a plain cursor, read off the result), the same
-    text form pgoutput sends, so both go through one _ValueLoader."""
+    snapshot, and the published tables read by a ``COPY (SELECT * ...) TO
+    STDOUT`` per table (copy_out.py) in one REPEATABLE READ transaction that
+    imports it. Rows come as each column's output-function text, the same
+    text form pgoutput sends, so both go through one _ValueLoader and one
+    envelope writer."""
 
     def __init__(self, task: "PostgresCdcSourceTask"):
         import psycopg
@@ -511,9 +512,7 @@ class _Snapshot:
 
     def _open_next(self) -> bool:
         from psycopg import sql
-        if self.rel is not None:
-            self.conn.execute(sql.SQL("CLOSE {}").format(sql.Identifier(SNAPSHOT_CURSOR)))
-            self.rel = None
+        self.rel = self.rows = None
         if not self.tables:
             return False
         relid, schema, table, ident = self.tables.pop(0)
@@ -524,8 +523,8 @@ class _Snapshot:
         self.rel = _Relation(("R", relid, schema, table, ident,
                               [(n, oid, n in pk) for n, oid in cols]),
                              pk, self.task.c["topic.prefix"], self.task.c["decimal.handling.mode"])
-        self.conn.execute(sql.SQL("DECLARE {} NO SCROLL CURSOR FOR SELECT * FROM {}.{}").format(
-            sql.Identifier(SNAPSHOT_CURSOR), sql.Identifier(schema), sql.Identifier(table)))
+        self.rows = CopyOut(self.conn, sql.SQL("COPY (SELECT * FROM {}.{}) TO STDOUT").format(
+            sql.Identifier(schema), sql.Identifier(table)).as_bytes(self.conn), len(cols))
         self.first = True
         return True
 
@@ -533,7 +532,6 @@ class _Snapshot:
         """Up to ``limit`` more rows as records into ``batches``; whether the
         snapshot is done (then the last record is marked so, and the
         transaction ended)."""
-        from psycopg import sql
         out = [self.held] if self.held is not None else []    # (relation, change)
         self.held = None
         offset = {"lsn_commit": -1, "change": -1, "snapshot": True}
@@ -547,18 +545,16 @@ class _Snapshot:
                 self.conn.close()
                 done = True
                 break
-            res = self.conn.execute(sql.SQL("FETCH {} FROM {}").format(
-                sql.Literal(limit), sql.Identifier(SNAPSHOT_CURSOR))).pgresult
-            if res.ntuples == 0:
+            rows = self.rows.read(limit + 1 - len(out))
+            if rows is None:
                 self._open_next()
                 continue
-            ncols = res.nfields
-            for i in range(res.ntuples):
-                if self.first and self.drop_first:      # the planted fault
-                    self.first = False
-                    continue
-                self.first = False
-                out.append(self._record([res.get_value(i, j) for j in range(ncols)]))
+            if self.first and self.drop_first and rows:      # the planted fault
+                rows = rows[1:]
+            self.first = False
+            rel, lsn, ts_ms = self.rel, self.lsn, self.ts_ms
+            out += [(rel, ("r", None, False, row, ts_ms, "true", None, lsn, None, None))
+                    for row in rows]
         if not done:
             self.held = out.pop()
         for rel, change in out:
@@ -566,11 +562,6 @@ class _Snapshot:
         if done and out:
             batches.out[-1].source_offset = {**offset, "snapshot_completed": True}
         return done
-
-    def _record(self, values: list) -> tuple:
-        """(relation, the change of a row read) (cdc_envelopes' change)."""
-        return self.rel, ("r", None, False, values, self.ts_ms, "true", None, self.lsn, None,
-                          None)
 
     def close(self) -> None:
         self.conn.close()
