@@ -23,7 +23,9 @@ Python's own parser and repr, booleans, ASCII text, ISO timestamps, dates);
 anything else -- non-ASCII text, NaN, numeric, bytea, a BC date, an
 unfamiliar DateStyle -- is handed to the column's ``fallback`` (Python: the
 value decoded and written by the general path), so the shortcut never
-decides what a value means. Any exception from a fallback propagates.
+decides what a value means. A change the layout does not fit raises
+ValueError (the converter then takes the general path); any exception
+from a fallback propagates.
 
 Who calls: one task's worker thread; a writer holds no state between calls
 but its buffer.
@@ -32,8 +34,7 @@ cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
-from libc.stdint cimport int64_t
-from libc.stdio cimport snprintf
+from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.math cimport isfinite
 from libc.string cimport memcpy, strlen
@@ -45,6 +46,7 @@ cdef extern from "Python.h":
     char *PyOS_double_to_string(double val, char format_code, int precision, int flags,
                                 int *ptype) except NULL
     void PyMem_Free(void *p)
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
     int Py_DTSF_ADD_DOT_0
 
 # column kinds (cdc.py's _KINDS maps PostgreSQL type oids to these)
@@ -65,6 +67,9 @@ CHANGE = ("op", "before", "before_key_only", "after", "ts_ms", "snapshot", "txId
 cdef enum:
     FLOAT_TEXT_MAX = 64
 cdef int64_t US_PER_DAY = 86400000000
+# a commit time whose ns fit an int64 (the year 2262); past it the Python path's ts_ns
+# would not fit the schema's INT64 either
+cdef int64_t TS_MS_LIMIT = 9223372036854
 # Python's datetime range (years 1..9999) in ms, data.VALUE_RANGES' TIMESTAMP: psycopg's
 # loaders refuse a value past it, so the fallback decides those
 cdef int64_t TIMESTAMP_MIN_MS = -62135596800000
@@ -104,8 +109,28 @@ cdef inline int _put_bytes(Buf *b, bytes s) except -1:
 
 
 cdef inline int _put_i64(Buf *b, int64_t v) except -1:
-    _grow(b, 24)
-    b.n += snprintf(b.p + b.n, 24, "%lld", <long long>v)
+    """v in decimal, as int.__repr__ writes it."""
+    cdef char tmp[24]
+    cdef int i = 24
+    cdef uint64_t u = <uint64_t>(-(v + 1)) + 1 if v < 0 else <uint64_t>v
+    while True:
+        i -= 1
+        tmp[i] = <char>(c'0' + u % 10)
+        u //= 10
+        if u == 0:
+            break
+    if v < 0:
+        i -= 1
+        tmp[i] = c'-'
+    return _put(b, tmp + i, 24 - i)
+
+
+cdef inline int _put_str(Buf *b, str s) except -1:
+    """An ASCII str (an op, a snapshot marker) as a JSON string."""
+    cdef Py_ssize_t n
+    cdef const char *p = PyUnicode_AsUTF8AndSize(s, &n)
+    if not _put_ascii_string(b, <const unsigned char *>p, n):
+        raise ValueError(f"not ASCII: {s!r}")
     return 0
 
 
@@ -400,24 +425,23 @@ cdef class EnvelopeWriter:
         _put(b, "}", 1)
         return 0
 
+    cdef int _quoted_lsn(self, object lsn) except -1:
+        cdef Buf *b = &self.buf
+        if lsn is None:
+            return _put(b, "null", 4)
+        _put(b, "\\\"", 2)
+        _put_i64(b, <int64_t>lsn)
+        return _put(b, "\\\"", 2)
+
     cdef int _quoted_sequence(self, object lsn_commit, object lsn) except -1:
         """Debezium's ``sequence``: the JSON text ``["<commit>","<lsn>"]`` as a
         JSON string (cdc.source_block)."""
-        cdef int n = 0
         cdef Buf *b = &self.buf
         _put(b, "\"[", 2)
-        for v in (lsn_commit, lsn):
-            if n:
-                _put(b, ",", 1)
-            n += 1
-            if v is None:
-                _put(b, "null", 4)
-            else:
-                _put(b, "\\\"", 2)
-                _put_i64(b, <int64_t>v)
-                _put(b, "\\\"", 2)
-        _put(b, "]\"", 2)
-        return 0
+        self._quoted_lsn(lsn_commit)
+        _put(b, ",", 1)
+        self._quoted_lsn(lsn)
+        return _put(b, "]\"", 2)
 
     cdef int _envelope(self, tuple change) except -1:
         cdef Buf *b = &self.buf
@@ -427,6 +451,8 @@ cdef class EnvelopeWriter:
             raise ValueError("a change is a tuple of ten (cdc_envelope.CHANGE)")
         op, before, key_only, after, ts, snapshot, xid, lsn, lsn_commit, i = change
         ts_ms = ts
+        if not -TS_MS_LIMIT <= ts_ms <= TS_MS_LIMIT:
+            raise ValueError(f"ts_ms {ts_ms}: its ts_ns past 64 bits")
         _put(b, "{\"before\":", 10)
         if before is None:
             _put(b, "null", 4)
@@ -441,14 +467,13 @@ cdef class EnvelopeWriter:
         _put_bytes(b, <bytes>p[0])
         _put_i64(b, ts_ms)
         _put_bytes(b, <bytes>p[1])
-        _put_ascii_string(b, <const unsigned char *>PyBytes_AS_STRING((<str>snapshot).encode()),
-                          len(<str>snapshot))
+        _put_str(b, snapshot)
         _put_bytes(b, <bytes>p[2])
         self._quoted_sequence(lsn_commit, lsn)
         _put_bytes(b, <bytes>p[3])
-        _put_int_or_null(b, ts * 1000)
+        _put_i64(b, ts_ms * 1000)
         _put_bytes(b, <bytes>p[4])
-        _put_int_or_null(b, ts * 1_000_000)
+        _put_i64(b, ts_ms * 1_000_000)
         _put_bytes(b, <bytes>p[5])
         _put_int_or_null(b, xid)
         _put_bytes(b, <bytes>p[6])
@@ -459,8 +484,7 @@ cdef class EnvelopeWriter:
         _put_int_or_null(b, i)
         _put_bytes(b, <bytes>p[9])
         _put(b, ",\"op\":", 6)
-        _put_ascii_string(b, <const unsigned char *>PyBytes_AS_STRING((<str>op).encode()),
-                          len(<str>op))
+        _put_str(b, op)
         _put(b, ",\"ts_ms\":", 9)
         _put_i64(b, ts_ms)
         _put(b, "}", 1)

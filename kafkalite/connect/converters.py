@@ -247,9 +247,12 @@ class JsonConverter(Converter):
             return super().from_connect_batch(topic, schema, values)
         _, schema_json, _ = self._compiled(schema)
         if isinstance(values, JsonStructValues) and values.schema is schema:
-            if not self.schemas_enable:
-                return values.json_payloads(b"", b"")
-            return values.json_payloads(f'{{"schema":{schema_json},"payload":'.encode(), b"}")
+            head = f'{{"schema":{schema_json},"payload":'.encode() if self.schemas_enable else b""
+            try:
+                return values.json_payloads(head, b"}" if head else b"")
+            except (TypeError, ValueError):
+                # a value its writer does not take: record by record, from the dicts
+                return super().from_connect_batch(topic, schema, values)
         if isinstance(values, StructColumns) and values.names == [f.name for f in schema.fields]:
             head = f'{{"schema":{schema_json},"payload":' if self.schemas_enable else ""
             try:

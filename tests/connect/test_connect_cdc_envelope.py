@@ -107,3 +107,19 @@ def test_a_planted_fault_in_the_writer_is_caught(postgres):
     changes, tombstones = random_changes(rng, rows)
     fast, reference = both_ways(source, rel, changes, tombstones, "true")
     assert first_difference(fast[0], reference[0]) is not None
+
+
+def test_a_change_the_writer_refuses_is_written_by_the_general_path():
+    """A commit time whose ts_ns is past 64 bits (the C writer's int64): the
+    converter writes the batch from the dicts, as before the writer."""
+    from kafkalite.connect.connectors.cdc_envelopes import ChangeValues
+    from kafkalite.connect.converters import JsonConverter
+    rel, source = relation_and_source("string")
+    row = [b"1"] * 3 + [None] * (len(COLUMNS) - 3)
+    changes = [("c", None, False, row, ts, "false", 1, 2, 3, 0) for ts in (5, 2**53)]
+    conv = JsonConverter()
+    conv.configure({}, False)
+    values = ChangeValues(source, rel, changes)
+    got = conv.from_connect_batch("t", rel.envelope, values)
+    assert got == conv.from_connect_batch("t", rel.envelope, list(values))
+    assert b'"ts_ns":9007199254740992000000' in got[1]
