@@ -14,7 +14,7 @@ Who calls: any thread; no state.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, realloc
 
 
 cdef inline int _hex(unsigned char c) noexcept:
@@ -82,40 +82,47 @@ def copy_text_rows(list lines, Py_ssize_t ncols) -> list:
     cdef list out = []
     cdef list row
     cdef Py_buffer view
-    cdef const unsigned char *s
-    cdef Py_ssize_t n, start, i, col
-    cdef unsigned char *tmp
-    for line in lines:
-        PyObject_GetBuffer(line, &view, PyBUF_SIMPLE)
-        try:
-            s = <const unsigned char *>view.buf
-            n = view.len
-            if n and s[n - 1] == c'\n':
-                n -= 1
-            if ncols == 0:      # a table of no columns: an empty line a row
-                if n:
-                    raise ValueError("a COPY row of columns, the table has none")
-                out.append([])
-                continue
-            tmp = <unsigned char *>malloc(n + 1)
-            if tmp == NULL:
-                raise MemoryError()
+    cdef Py_ssize_t cap = 0
+    cdef unsigned char *tmp = NULL      # a value unescaped (never longer than its line)
+    cdef unsigned char *grown
+    try:
+        for line in lines:
+            PyObject_GetBuffer(line, &view, PyBUF_SIMPLE)
             try:
-                row = [None] * ncols
-                start, col = 0, 0
-                for i in range(n + 1):
-                    if i < n and s[i] != c'\t':
-                        continue
-                    if col >= ncols:
-                        raise ValueError(f"a COPY row of more than {ncols} columns")
-                    row[col] = _value(s + start, i - start, tmp)
-                    col += 1
-                    start = i + 1
-                if col != ncols:
-                    raise ValueError(f"a COPY row of {col} columns, not {ncols}")
+                if view.len + 1 > cap:
+                    cap = max(view.len + 1, 2 * cap)
+                    grown = <unsigned char *>realloc(tmp, cap)
+                    if grown == NULL:
+                        raise MemoryError()
+                    tmp = grown
+                row = _row(<const unsigned char *>view.buf, view.len, ncols, tmp)
             finally:
-                free(tmp)
-        finally:
-            PyBuffer_Release(&view)
-        out.append(row)
+                PyBuffer_Release(&view)
+            out.append(row)
+    finally:
+        free(tmp)
     return out
+
+
+cdef list _row(const unsigned char *s, Py_ssize_t n, Py_ssize_t ncols, unsigned char *tmp):
+    """One line's values (``tmp``: room for the line)."""
+    cdef list row
+    cdef Py_ssize_t start = 0, i, col = 0
+    if n and s[n - 1] == c'\n':
+        n -= 1
+    if ncols == 0:      # a table of no columns: an empty line a row
+        if n:
+            raise ValueError("a COPY row of columns, the table has none")
+        return []
+    row = [None] * ncols
+    for i in range(n + 1):
+        if i < n and s[i] != c'\t':
+            continue
+        if col >= ncols:
+            raise ValueError(f"a COPY row of more than {ncols} columns")
+        row[col] = _value(s + start, i - start, tmp)
+        col += 1
+        start = i + 1
+    if col != ncols:
+        raise ValueError(f"a COPY row of {col} columns, not {ncols}")
+    return row
