@@ -15,7 +15,7 @@ with schemas, nothing without); every constant text -- field names,
 the source block's fixed part, the placeholder of an unchanged TOASTed
 value -- is made in Python (cdc.py) and only copied here.
 
-Contract: the bytes are those JsonConverter's _struct_writer writes of the
+Contract: the bytes are those JsonConverter's struct_writer writes of the
 dicts cdc.py's Python path decodes from the same texts, byte for byte. A
 column's text goes the fast way only where this module reads it exactly as
 that path does (integers as PostgreSQL writes them, finite floats by

@@ -82,7 +82,10 @@ Who calls: the worker, through the herder. ``KAFKALITE_CDC_FAULT=advance-on-star
 (tests only) plants the fault the restart test must catch: a resumed task
 advances the slot to the current WAL position, past changes Connect never
 committed; ``KAFKALITE_CDC_FAULT=snapshot-drop-first`` leaves each table's
-first snapshot row out (the snapshot checker must catch it).
+first snapshot row out (the snapshot checker must catch it);
+``KAFKALITE_CDC_FAULT=envelope-float-as-text`` has the C envelope writer
+write float columns as JSON strings (cdc_envelopes.ChangeSource: its
+differential test must catch it).
 """
 from __future__ import annotations
 
@@ -252,6 +255,7 @@ class _Relation:
     def __init__(self, msg, pk: list[str], prefix: str, decimal_mode: str):
         _, self.relid, self.schema, self.table, self.ident, cols = msg
         self.columns = [(n, oid) for n, oid, _ in cols]
+        self.kinds = [column_kind(oid) for _, oid in self.columns]     # the C writer's
         self.names = self.loaders = None        # _ValueLoader.plan's, made at the first row
         self.topic = f"{prefix}.{self.schema}.{self.table}"
         key_cols = pk or ([] if self.ident == "f" else [n for n, _, k in cols if k])

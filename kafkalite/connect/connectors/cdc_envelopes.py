@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 
-from kafkalite.connect.converters import JsonStructValues, _struct_writer
+from kafkalite.connect.converters import JsonStructValues, struct_writer
 from kafkalite.connect.data import Field, Schema
 
 # pgoutput's marker of an unchanged TOASTed value (sends no text for it)
@@ -113,20 +113,19 @@ class ChangeSource:
 
     def _make_writer(self, rel):
         from kafkalite._ext.cdc_envelope import KIND_FLOAT, KIND_TEXT, EnvelopeWriter
-        from kafkalite.connect.connectors.cdc import column_kind
         esc = json.encoder.encode_basestring_ascii
         names, loaders = self.loader.plan(rel)
         fallbacks, unchanged = [], []
         for (name, oid), schema, load in zip(rel.columns, rel.field_schemas, loaders):
             # a struct of the one field, written by the converter's own writer: the
             # field's text is what it writes of the value between '{"name":' and '}'
-            write = _struct_writer(Schema("struct", True, None, fields=(Field(name, schema),)))
+            write = struct_writer(Schema("struct", True, None, fields=(Field(name, schema),)))
             cut = len(esc(name)) + 2
             fallbacks.append(lambda raw, w=write, c=cut, n=name, ld=load: w({n: ld(raw)})[c:-1])
             unchanged.append(write({name: self.loader.load(oid, schema, UNCHANGED)})[cut:-1]
                              .encode())
         index = {n: i for i, n in enumerate(names)}
-        kinds = [column_kind(oid) for _, oid in rel.columns]
+        kinds = rel.kinds
         if self.fault == "envelope-float-as-text":
             kinds = [KIND_TEXT if k == KIND_FLOAT else k for k in kinds]
         return EnvelopeWriter(
