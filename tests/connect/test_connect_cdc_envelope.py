@@ -13,6 +13,7 @@ the comparison fail."""
 from __future__ import annotations
 
 import random
+import uuid
 
 import pytest
 from test_connect_cdc_values import COLUMNS, pg_texts
@@ -123,3 +124,59 @@ def test_a_change_the_writer_refuses_is_written_by_the_general_path():
     got = conv.from_connect_batch("t", rel.envelope, values)
     assert got == conv.from_connect_batch("t", rel.envelope, list(values))
     assert b'"ts_ns":9007199254740992000000' in got[1]
+
+
+def test_a_transform_gets_the_records_the_fast_path_writes(connect, server, pglogical):
+    """Two connectors on the same changes (two slots, one topic.prefix),
+    JsonConverter with schemas: one on the batch path (the C writer), one
+    with a transform (RegexRouter: the per-record path, the dicts written by
+    the converter record by record). Their keys and values are the same
+    bytes, tombstones included."""
+    from test_connect_cdc import cdc_config, drop_slot, pg, unique
+
+    from harness import create, wait_until
+    from kafkalite.client import OFFSET_BEGINNING, Consumer, TopicPartition
+    table, prefix = unique("cdcenv"), unique("pg")
+    slots = [unique("slot"), unique("slot")]
+    pg(pglogical, f"CREATE TABLE {table} (id INT PRIMARY KEY, name TEXT, f FLOAT8, "
+                  f"price NUMERIC(10,2), at TIMESTAMPTZ, b BYTEA, big TEXT)")
+    pg(pglogical, f"ALTER TABLE {table} REPLICA IDENTITY FULL")
+    topic = f"{prefix}.public.{table}"
+    for t in (topic, topic + "-routed"):
+        create(server, t)
+    schemas = {"key.converter.schemas.enable": "true", "value.converter.schemas.enable": "true",
+               "snapshot.mode": "never", "table.include.list": f"public.{table}"}
+    connect.create("plain", **cdc_config(pglogical, prefix, slots[0], **schemas))
+    connect.create("routed", **cdc_config(
+        pglogical, prefix, slots[1], **schemas, transforms="route",
+        **{"transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+           "transforms.route.regex": "(.*)", "transforms.route.replacement": "$1-routed"}))
+    for name in ("plain", "routed"):
+        wait_until(lambda: connect.state(name)["tasks"] and
+                   connect.state(name)["tasks"][0]["state"] == "RUNNING", timeout=60,
+                   message=f"{name}'s task RUNNING")
+    toast = "".join(uuid.uuid4().hex for _ in range(400))
+    pg(pglogical, f"INSERT INTO {table} VALUES (1, 'ünï \"q\"', 'NaN', 12.5, "
+                  f"'2024-01-02 03:04:05.678+05:30', '\\x00ff', %s), "
+                  f"(2, 'two', 2.25, NULL, NULL, NULL, 'small')", (toast,))
+    pg(pglogical, f"UPDATE {table} SET f = '-0' WHERE id = 1")
+    pg(pglogical, f"DELETE FROM {table} WHERE id = 2")
+    consumer = Consumer(server.config())
+    consumer.assign([TopicPartition(t, 0, OFFSET_BEGINNING) for t in (topic, topic + "-routed")])
+    got: dict = {topic: [], topic + "-routed": []}
+    try:
+        def all_in():
+            for m in consumer.consume(1000, 0.5):
+                if not m.error():
+                    got[m.topic()].append((m.key(), m.value()))
+            return all(len(v) >= 5 for v in got.values())       # 2 c, 1 u, 1 d, a tombstone
+        wait_until(all_in, timeout=60, message="both connectors' five records")
+    finally:
+        consumer.close()
+        for name in ("plain", "routed"):
+            connect.http("DELETE", f"/connectors/{name}")
+        for slot in slots:
+            drop_slot(pglogical, slot)
+    assert got[topic] == got[topic + "-routed"]
+    assert got[topic][-1][1] is None and b'"payload":{"id":2}' in got[topic][-1][0]
+    assert b'"f":NaN' in got[topic][0][1] and b'"f":-0.0' in got[topic][2][1]
