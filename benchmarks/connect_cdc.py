@@ -211,7 +211,7 @@ def cdc_round(server, pg, work, r: int, rows: int, changes: int) -> dict:
                 **conf, "topic.prefix": prefix, "slot.name": f"cdc_snap_{r}"},
                 f"{prefix}.public.{table}", rows, pg)
             figures.update(m.figures(rows, "snapshot"))
-            _psql(dsn, "SELECT pg_drop_replication_slot(%s)", params=(f"cdc_snap_{r}",))
+            _drop_slots(dsn, f"cdc_snap_{r}")
         else:
             m = copy_produced(server, dsn, table, f"cdc-snap-ceiling-{r}", pg)
             figures.update(m.figures(rows, "snapshot_ceiling"))
@@ -230,9 +230,24 @@ def cdc_round(server, pg, work, r: int, rows: int, changes: int) -> dict:
             m = slot_produced(server, dsn, f"cdc_ceiling_{r}", pub, f"cdc-ceiling-{r}",
                               changes, pg)
             figures.update(m.figures(changes, "streaming_ceiling"))
-    _psql(dsn, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE "
-               "slot_name LIKE %s", params=(f"cdc_%_{r}",))
+    _drop_slots(dsn, f"cdc_%_{r}")
     return figures
+
+
+def _drop_slots(dsn, pattern: str, timeout: float = 30.0) -> None:
+    """Drop the slots named like ``pattern``; a stopped connector's walsender
+    may hold its slot a moment after the worker closed the stream."""
+    import psycopg
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            _psql(dsn, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                       "WHERE slot_name LIKE %s", params=(pattern,))
+            return
+        except psycopg.errors.ObjectInUse:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
 
 
 def fill_upsert_topics(server, rows: int, r: int) -> tuple[str, str]:

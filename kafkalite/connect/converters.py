@@ -58,7 +58,7 @@ _C_ENCODE = None if json.encoder.c_make_encoder is None else json.encoder.c_make
     False, True)
 
 
-def _struct_writer(schema: Schema):
+def struct_writer(schema: Schema):
     """A function writing a struct value of ``schema`` (a dict) as JSON text,
     made once per schema: each field's text straight from its value where it
     is an int, a finite float, a bool, a str, a UTC timestamp or a struct (a
@@ -90,7 +90,7 @@ def _struct_writer(schema: Schema):
         elif t == "struct":
             # a nested struct (Debezium's before, after and source) by its own writer:
             # to_json_value of a struct is its fields' values, as the writer writes them
-            env[f"w{i}"] = _struct_writer(f.schema)
+            env[f"w{i}"] = struct_writer(f.schema)
             fast = f"w{i}({x}) if type({x}) is dict else "
         else:
             fast = ""
@@ -216,7 +216,7 @@ class JsonConverter(Converter):
         self.schemas_enable = str(configs.get("schemas.enable", "true")).lower() == "true"
         self._schemas: dict = {}       # id(Schema) -> (schema, its JSON, struct encoder)
         self._parsed: dict = {}        # schema JSON text -> (Schema, its value decoder) (reading)
-        self._writers: dict = {}       # schema JSON text -> its _struct_writer (batches)
+        self._writers: dict = {}       # schema JSON text -> its struct_writer (batches)
         self._columns_read = True      # whether batches are read as Arrow columns too
 
     def from_connect_data(self, topic, schema, value):
@@ -246,6 +246,13 @@ class JsonConverter(Converter):
         if schema is None or schema.type != "struct":
             return super().from_connect_batch(topic, schema, values)
         _, schema_json, _ = self._compiled(schema)
+        if isinstance(values, JsonStructValues) and values.schema is schema:
+            head = f'{{"schema":{schema_json},"payload":'.encode() if self.schemas_enable else b""
+            try:
+                return values.json_payloads(head, b"}" if head else b"")
+            except (TypeError, ValueError):
+                # a value its writer does not take: record by record, from the dicts
+                return super().from_connect_batch(topic, schema, values)
         if isinstance(values, StructColumns) and values.names == [f.name for f in schema.fields]:
             head = f'{{"schema":{schema_json},"payload":' if self.schemas_enable else ""
             try:
@@ -257,7 +264,7 @@ class JsonConverter(Converter):
         if write is None:
             if len(self._writers) > 1000:
                 self._writers.clear()
-            write = self._writers[schema_json] = _struct_writer(schema)
+            write = self._writers[schema_json] = struct_writer(schema)
         try:
             if not self.schemas_enable:
                 return [write(v).encode() for v in values]
@@ -472,6 +479,24 @@ class StructColumns(Sequence):
         return iter(self._list())
 
 
+class JsonStructValues(Sequence):
+    """The struct values of a batch, all of ``schema``, held by a source in
+    a form it writes as JSON faster than their dicts can be
+    (connectors/cdc_envelopes.py: pgoutput's column texts): the
+    JsonConverter takes ``json_payloads(head, tail)`` -- ``head + payload +
+    tail`` of each value as bytes, byte for byte what it writes of the
+    value's dict -- and a dict is made only when one is read (a transform,
+    another converter, the per-record path). ``without(indexes)``: the same
+    values but those (the worker leaves a batch's tombstones out so)."""
+    schema: Schema
+
+    def json_payloads(self, head: bytes, tail: bytes) -> list:
+        raise NotImplementedError
+
+    def without(self, indexes: set) -> "JsonStructValues":
+        raise NotImplementedError
+
+
 _BOOL_TEXT = {True: "true", False: "false"}
 _NON_FINITE = frozenset(("nan", "inf", "-inf"))
 _TZINFO = operator.attrgetter("tzinfo")
@@ -479,7 +504,7 @@ _TZINFO = operator.attrgetter("tzinfo")
 
 def _fast_texts(schema: Schema, values: list, types: set):
     """The JSON texts of a column's non-null ``values`` (of ``types``) through
-    C-level maps where _struct_writer has a fast path for them, else None."""
+    C-level maps where struct_writer has a fast path for them, else None."""
     from kafkalite.connect import data as cdata
     t, name = schema.type, schema.name
     if name is None and t in ("int8", "int16", "int32", "int64") and types == {int}:
@@ -509,7 +534,7 @@ def _fast_texts(schema: Schema, values: list, types: set):
 
 def _write_columns(schema: Schema, columns: list, head: str, tail: str) -> list:
     """The encoded JSON of each record of a struct batch given as columns,
-    byte for byte what ``head + _struct_writer(schema)(record) + tail``
+    byte for byte what ``head + struct_writer(schema)(record) + tail``
     writes: each column's texts at once (a C-level map where the column is
     all of one fast type, the general path per value otherwise), then a
     record's texts put in one format string."""

@@ -49,7 +49,7 @@ import traceback
 from kafkalite.connect.api import SinkRecord, SinkRecordBatch, SourceRecordBatch, SourceTask
 from kafkalite.connect.clients import worker_client_config
 from kafkalite.connect.config_providers import ConfigTransformer
-from kafkalite.connect.converters import converter_from_config
+from kafkalite.connect.converters import JsonStructValues, converter_from_config
 from kafkalite.connect.errors import ConnectException, DataException, RetriableException
 from kafkalite.connect.file_access import FileAccess
 from kafkalite.connect.tolerance import SKIPPED, ErrorHandler
@@ -337,7 +337,8 @@ class WorkerSourceTask(WorkerTask):
             if batch.tombstones:
                 # the others converted as one batch, the tombstones' null put back
                 gone = set(batch.tombstones)
-                values = [v for i, v in enumerate(values) if i not in gone]
+                values = values.without(gone) if isinstance(values, JsonStructValues) else \
+                    [v for i, v in enumerate(values) if i not in gone]
             values = self.value_converter.from_connect_batch(batch.topic, batch.value_schema,
                                                              values)
             if batch.tombstones:

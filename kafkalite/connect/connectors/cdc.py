@@ -10,7 +10,11 @@ pushes it as it commits; pgoutput's binary messages are parsed by
 ``parse_message``, a row's text values by a loader per column made once per
 relation (``_ValueLoader.plan``), and a poll hands each run of one table's
 changes over as one SourceRecordBatch (a delete's tombstone among its
-``tombstones``), which the worker converts a batch at a time. The slot is
+``tombstones``), which the worker converts a batch at a time. The batch
+holds each change as pgoutput's texts, undecoded (cdc_envelopes.py): the
+JsonConverter has the envelopes and keys written from them by one C loop
+(kafkalite._ext.cdc_envelope), and the dicts the loaders decode are made
+only for anything else (a transform, another converter). The slot is
 confirmed (a standby status update) in ``commit()`` only up to the end of
 the last transaction whose every change has its source offset stored by
 the worker, so WAL not yet committed to Connect stays in the slot, and a
@@ -78,7 +82,10 @@ Who calls: the worker, through the herder. ``KAFKALITE_CDC_FAULT=advance-on-star
 (tests only) plants the fault the restart test must catch: a resumed task
 advances the slot to the current WAL position, past changes Connect never
 committed; ``KAFKALITE_CDC_FAULT=snapshot-drop-first`` leaves each table's
-first snapshot row out (the snapshot checker must catch it).
+first snapshot row out (the snapshot checker must catch it);
+``KAFKALITE_CDC_FAULT=envelope-float-as-text`` has the C envelope writer
+write float columns as JSON strings (cdc_envelopes.ChangeSource: its
+differential test must catch it).
 """
 from __future__ import annotations
 
@@ -90,10 +97,14 @@ import re
 import struct
 import threading
 
+from kafkalite._ext.pgoutput import parse_change
 from kafkalite.connect.api import SourceConnector, SourceRecordBatch, SourceTask
 from kafkalite.connect.config import (BOOLEAN, INT, LIST, PASSWORD, STRING, ConfigDef,
                                       ConfigException, at_least, one_of)
 from kafkalite.connect.connectors.dialects import PostgreSQL, dialect_for
+from kafkalite.connect.connectors.cdc_envelopes import (SOURCE_SCHEMA, UNCHANGED, ChangeKeys,
+                                                        ChangeSource, ChangeValues)
+from kafkalite.connect.connectors.copy_out import CopyOut
 from kafkalite.connect.connectors.jdbc import CONN
 from kafkalite.connect.connectors.replication import ReplicationStream
 from kafkalite.connect.data import Field, Schema
@@ -163,25 +174,8 @@ class _Reader:
         self.i = end + 1
         return s
 
-    def tuple_data(self) -> list:
-        """[None (null) | UNCHANGED (unchanged TOAST) | bytes (text form)]."""
-        out = []
-        for _ in range(self.take("!h")):
-            kind = self.take("!c")
-            if kind == b"n":
-                out.append(None)
-            elif kind == b"u":
-                out.append(UNCHANGED)
-            elif kind in (b"t", b"b"):
-                n = self.take("!i")
-                out.append(self.b[self.i:self.i + n])
-                self.i += n
-            else:
-                raise DataException(f"pgoutput: unknown tuple column kind {kind!r}")
-        return out
 
-
-UNCHANGED = object()
+_ROW_CHANGES = (b"I", b"U", b"D")
 
 
 def parse_message(data: bytes) -> tuple:
@@ -190,9 +184,16 @@ def parse_message(data: bytes) -> tuple:
     ("R", relid, schema, table, replident, [(name, type_oid, is_key)]),
     ("Y", oid, schema, name), ("I", relid, new), ("U", relid, old_kind, old, new),
     ("D", relid, old_kind, old), ("T", [relids], options), ("O", lsn, name),
-    ("M", ...) ignored. Tuples as _Reader.tuple_data; old_kind "K" (key
-    columns), "O" (whole old row) or None. Raises DataException on anything else."""
+    ("M", ...) ignored. A tuple: [None (null) | UNCHANGED (unchanged TOAST) |
+    bytes (text form)] per column; old_kind "K" (key columns), "O" (whole
+    old row) or None. The changes (I, U, D), one message each, parsed by
+    kafkalite._ext.pgoutput. Raises DataException on anything else."""
     data = bytes(data)
+    if data[:1] in _ROW_CHANGES:
+        try:
+            return parse_change(data, UNCHANGED)
+        except ValueError as e:
+            raise DataException(f"pgoutput: {e}") from None
     r = _Reader(data)
     try:
         kind = r.take("!c").decode()
@@ -215,25 +216,6 @@ def parse_message(data: bytes) -> tuple:
         if kind == "Y":
             oid = r.take("!I")
             return ("Y", oid, r.string(), r.string())
-        if kind == "I":
-            relid = r.take("!I")
-            if r.take("!c") != b"N":
-                raise DataException("pgoutput: Insert without a new tuple")
-            return ("I", relid, r.tuple_data())
-        if kind == "U":
-            relid = r.take("!I")
-            tag = r.take("!c")
-            old_kind, old = None, None
-            if tag in (b"K", b"O"):
-                old_kind, old = tag.decode(), r.tuple_data()
-                tag = r.take("!c")
-            if tag != b"N":
-                raise DataException("pgoutput: Update without a new tuple")
-            return ("U", relid, old_kind, old, r.tuple_data())
-        if kind == "D":
-            relid = r.take("!I")
-            tag = r.take("!c").decode()
-            return ("D", relid, tag, r.tuple_data())
         if kind == "T":
             n = r.take("!i")
             options = r.take("!b")
@@ -255,6 +237,15 @@ _SCHEMAS = {16: Schema.OPTIONAL_BOOLEAN, 17: Schema.OPTIONAL_BYTES, 20: Schema.O
             701: Schema.OPTIONAL_FLOAT64, 1114: Schema.OPTIONAL_TIMESTAMP,
             1184: Schema.OPTIONAL_TIMESTAMP, 1082: Schema.OPTIONAL_DATE}
 _LOADED = frozenset(_SCHEMAS) | {1700}      # parsed by psycopg's text loaders
+# the type oids the C envelope writer reads itself (kafkalite._ext.cdc_envelope's
+# KIND_*: 1 integers, 2 floats, 3 booleans, 5 timestamp, 6 timestamptz, 7 date); the
+# rest of _LOADED (numeric, bytea) by the Python path (0), every other type as text (4)
+_KINDS = {20: 1, 21: 1, 23: 1, 700: 2, 701: 2, 16: 3, 1114: 5, 1184: 6, 1082: 7}
+
+
+def column_kind(oid: int) -> int:
+    """A column's kind for the C envelope writer (see _KINDS)."""
+    return _KINDS.get(oid, 0 if oid in _LOADED else 4)
 _STARTS_WITH_T = operator.methodcaller("startswith", b"t")
 
 
@@ -264,6 +255,7 @@ class _Relation:
     def __init__(self, msg, pk: list[str], prefix: str, decimal_mode: str):
         _, self.relid, self.schema, self.table, self.ident, cols = msg
         self.columns = [(n, oid) for n, oid, _ in cols]
+        self.kinds = [column_kind(oid) for _, oid in self.columns]     # the C writer's
         self.names = self.loaders = None        # _ValueLoader.plan's, made at the first row
         self.topic = f"{prefix}.{self.schema}.{self.table}"
         key_cols = pk or ([] if self.ident == "f" else [n for n, _, k in cols if k])
@@ -282,48 +274,6 @@ class _Relation:
             Field("before", self.value_schema), Field("after", self.value_schema),
             Field("source", SOURCE_SCHEMA), Field("op", Schema.STRING),
             Field("ts_ms", Schema.OPTIONAL_INT64)))
-
-
-# The source block of Debezium's PostgreSQL connector, field for field in its
-# order (PostgresSourceInfoStructMaker over the common SourceInfo of Debezium
-# 2.7): consumers of Debezium's events read ``sequence`` to order and dedupe
-# changes, ``version`` to know the format, ``ts_us``/``ts_ns`` for the commit
-# time. ``xmin`` is null, as Debezium's with xmin.fetch.interval.ms at its
-# default 0. Then kafkalite's two of its own, which its offsets are made of:
-# ``lsn_commit`` (the commit LSN of the change's transaction) and ``change``
-# (the change's index in it).
-SOURCE_SCHEMA = Schema("struct", False, "io.debezium.connector.postgresql.Source", fields=(
-    Field("version", Schema.STRING), Field("connector", Schema.STRING),
-    Field("name", Schema.STRING), Field("ts_ms", Schema.INT64),
-    Field("snapshot", Schema.OPTIONAL_STRING), Field("db", Schema.STRING),
-    Field("sequence", Schema.OPTIONAL_STRING), Field("ts_us", Schema.OPTIONAL_INT64),
-    Field("ts_ns", Schema.OPTIONAL_INT64), Field("schema", Schema.STRING),
-    Field("table", Schema.STRING), Field("txId", Schema.OPTIONAL_INT64),
-    Field("lsn", Schema.OPTIONAL_INT64), Field("xmin", Schema.OPTIONAL_INT64),
-    Field("lsn_commit", Schema.OPTIONAL_INT64), Field("change", Schema.OPTIONAL_INT32)))
-# the Debezium release whose event format the records follow, in ``source.version``
-# (Debezium puts its own version there; a consumer checking it reads a release
-# whose fields these are)
-DEBEZIUM_FORMAT_VERSION = "2.7.4.Final"
-
-
-def _json_lsn(lsn) -> str:
-    return "null" if lsn is None else f'"{lsn}"'
-
-
-def source_block(name: str, ts_ms: int, snapshot: str, db: str, schema: str, table: str,
-                 tx_id, lsn, lsn_commit, change) -> dict:
-    """A record's ``source`` (SOURCE_SCHEMA). ``sequence`` is Debezium's JSON
-    array of two LSNs as strings, [the last commit's, the change's]: here the
-    change's own transaction's commit LSN, which orders changes as Debezium's
-    does (a snapshot row's is null, as Debezium's before its first commit)."""
-    # json.dumps of the two, written out: this runs once per change
-    sequence = f"[{_json_lsn(lsn_commit)},{_json_lsn(lsn)}]"
-    return {"version": DEBEZIUM_FORMAT_VERSION, "connector": "postgresql", "name": name,
-            "ts_ms": ts_ms, "snapshot": snapshot, "db": db, "sequence": sequence,
-            "ts_us": ts_ms * 1000, "ts_ns": ts_ms * 1_000_000, "schema": schema,
-            "table": table, "txId": tx_id, "lsn": lsn, "xmin": None,
-            "lsn_commit": lsn_commit, "change": change}
 
 
 class _ValueLoader:
@@ -500,15 +450,15 @@ class PostgresCdcSourceConnector(SourceConnector):
 
 
 _SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
-SNAPSHOT_CURSOR = "kafkalite_snapshot"
 
 
 class _Snapshot:
     """The initial snapshot of a task: the slot created with an exported
-    snapshot, and the published tables read through a cursor per table in
-    one REPEATABLE READ transaction that imports it. Rows come as libpq's
-    text values (``FETCH`` on a plain cursor, read off the result), the same
-    text form pgoutput sends, so both go through one _ValueLoader."""
+    snapshot, and the published tables read by a ``COPY (SELECT * ...) TO
+    STDOUT`` per table (copy_out.py) in one REPEATABLE READ transaction that
+    imports it. Rows come as each column's output-function text, the same
+    text form pgoutput sends, so both go through one _ValueLoader and one
+    envelope writer."""
 
     def __init__(self, task: "PostgresCdcSourceTask"):
         import psycopg
@@ -566,9 +516,7 @@ class _Snapshot:
 
     def _open_next(self) -> bool:
         from psycopg import sql
-        if self.rel is not None:
-            self.conn.execute(sql.SQL("CLOSE {}").format(sql.Identifier(SNAPSHOT_CURSOR)))
-            self.rel = None
+        self.rel = self.rows = None
         if not self.tables:
             return False
         relid, schema, table, ident = self.tables.pop(0)
@@ -579,8 +527,8 @@ class _Snapshot:
         self.rel = _Relation(("R", relid, schema, table, ident,
                               [(n, oid, n in pk) for n, oid in cols]),
                              pk, self.task.c["topic.prefix"], self.task.c["decimal.handling.mode"])
-        self.conn.execute(sql.SQL("DECLARE {} NO SCROLL CURSOR FOR SELECT * FROM {}.{}").format(
-            sql.Identifier(SNAPSHOT_CURSOR), sql.Identifier(schema), sql.Identifier(table)))
+        self.rows = CopyOut(self.conn, sql.SQL("COPY (SELECT * FROM {}.{}) TO STDOUT").format(
+            sql.Identifier(schema), sql.Identifier(table)).as_bytes(self.conn), len(cols))
         self.first = True
         return True
 
@@ -588,47 +536,36 @@ class _Snapshot:
         """Up to ``limit`` more rows as records into ``batches``; whether the
         snapshot is done (then the last record is marked so, and the
         transaction ended)."""
-        from psycopg import sql
-        out = [self.held] if self.held is not None else []    # (relation, key, value)
+        out = [self.held] if self.held is not None else []    # (relation, change)
         self.held = None
         offset = {"lsn_commit": -1, "change": -1, "snapshot": True}
         done = False
         while len(out) <= limit:
             if self.rel is None and not self._open_next():
                 if out:
-                    out[-1][2]["source"]["snapshot"] = "last"
+                    rel, change = out[-1]
+                    out[-1] = (rel, change[:5] + ("last",) + change[6:])
                 self.conn.commit()
                 self.conn.close()
                 done = True
                 break
-            res = self.conn.execute(sql.SQL("FETCH {} FROM {}").format(
-                sql.Literal(limit), sql.Identifier(SNAPSHOT_CURSOR))).pgresult
-            if res.ntuples == 0:
+            rows = self.rows.read(limit + 1 - len(out))
+            if rows is None:
                 self._open_next()
                 continue
-            ncols = res.nfields
-            for i in range(res.ntuples):
-                if self.first and self.drop_first:      # the planted fault
-                    self.first = False
-                    continue
-                self.first = False
-                out.append(self._record([res.get_value(i, j) for j in range(ncols)]))
+            if self.first and self.drop_first and rows:      # the planted fault
+                rows = rows[1:]
+            self.first = False
+            rel, lsn, ts_ms = self.rel, self.lsn, self.ts_ms
+            out += [(rel, ("r", None, False, row, ts_ms, "true", None, lsn, None, None))
+                    for row in rows]
         if not done:
             self.held = out.pop()
-        for rel, key, value in out:
-            batches.add(rel, key, value, self.ts_ms, offset)
+        for rel, change in out:
+            batches.add(rel, change, self.ts_ms, offset, rel.key_schema is not None)
         if done and out:
             batches.out[-1].source_offset = {**offset, "snapshot_completed": True}
         return done
-
-    def _record(self, values: list) -> tuple:
-        rel, task = self.rel, self.task
-        after = task.values.row(rel, values)
-        source = source_block(task.c["topic.prefix"], self.ts_ms, "true", task.db, rel.schema,
-                              rel.table, None, self.lsn, None, None)
-        key = {n: after[n] for n in rel.key_names} if rel.key_schema is not None else None
-        return rel, key, {"before": None, "after": after, "source": source, "op": "r",
-                          "ts_ms": self.ts_ms}
 
     def close(self) -> None:
         self.conn.close()
@@ -646,34 +583,35 @@ class _Txn:
 
 
 class _Batches:
-    """A poll's records as SourceRecordBatches: one per run of records of one
+    """A poll's records as SourceRecordBatches: one per run of changes of one
     relation (its envelope schema) with a key or without (a truncate has
     none), in poll order, so each table's changes keep their order; a
     delete's tombstone rides in its run as one of the batch's
-    ``tombstones``. The batch's offset is its last record's."""
+    ``tombstones``. Keys and values are cdc_envelopes' ChangeKeys and
+    ChangeValues of the changes. The batch's offset is its last record's."""
 
-    def __init__(self, partition: dict):
-        self.partition, self.out, self.count = partition, [], 0
+    def __init__(self, partition: dict, source: ChangeSource):
+        self.partition, self.source, self.out, self.count = partition, source, [], 0
         self._run, self._at = None, None
 
-    def add(self, rel: "_Relation", key, value, ts_ms: int, offset: dict,
+    def add(self, rel: "_Relation", change: tuple, ts_ms: int, offset: dict, keyed: bool,
             tombstone: bool = False) -> None:
-        at = (rel.envelope, key is None)
+        at = (rel.envelope, keyed)
         b = self._run
         if b is None or at[0] is not self._at[0] or at[1] != self._at[1]:
             b = self._run = SourceRecordBatch(
-                rel.topic, rel.envelope, [], source_partition=self.partition,
-                key_schema=None if key is None else rel.key_schema,
-                keys=None if key is None else [], timestamps=[])
+                rel.topic, rel.envelope, ChangeValues(self.source, rel, []),
+                source_partition=self.partition, key_schema=rel.key_schema if keyed else None,
+                keys=ChangeKeys(self.source, rel, []) if keyed else None, timestamps=[])
             self.out.append(b)
             self._at = at
         if tombstone:
             if b.tombstones is None:
                 b.tombstones = []
             b.tombstones.append(len(b.values))
-        b.values.append(value)
-        if b.keys is not None:
-            b.keys.append(key)
+        b.values.changes.append(None if tombstone else change)
+        if keyed:
+            b.keys.changes.append(change)
         b.timestamps.append(ts_ms)
         b.source_offset = offset
         self.count += 1
@@ -698,9 +636,10 @@ class PostgresCdcSourceTask(SourceTask):
         self.types: dict[int, str] = {}
         self._pk: dict[int, list] = {}
         self._stop = threading.Event()
-        self.fault = os.environ.get("KAFKALITE_CDC_FAULT", "")
         self.conn = _connect(self.c)
         self.db = self.conn.info.dbname
+        self.fault = os.environ.get("KAFKALITE_CDC_FAULT", "")
+        self.changes = ChangeSource(self.c["topic.prefix"], self.db, self.values, self.fault)
         self.snapshot: _Snapshot | None = None
         if self.c["snapshot.mode"] == "initial" and (
                 stored is None or (stored.get("snapshot") and not stored.get("snapshot_completed"))):
@@ -721,7 +660,7 @@ class PostgresCdcSourceTask(SourceTask):
     # ---- reading the slot ----------------------------------------------------------------
 
     def poll(self):
-        batches = _Batches(self.partition)
+        batches = _Batches(self.partition, self.changes)
         if self.snapshot is not None:
             # the snapshot's rows first; the slot holds every change after them
             if self.snapshot.read(self.c["max.batch.size"], batches):
@@ -819,43 +758,35 @@ class PostgresCdcSourceTask(SourceTask):
         return pk
 
     def _records(self, msg, txn, i, lsn, batches: _Batches) -> None:
+        """A change message's records (cdc_envelopes' changes): one per
+        relation (a truncate's may be several), a delete's tombstone after it."""
         kind = msg[0]
         offset = {"lsn_commit": txn["final_lsn"], "change": i, "lsn": lsn, "txId": txn["xid"]}
         rels = [msg[1]] if kind != "T" else msg[1]
-        row = self.values.row
+        ts_ms = txn["ts_ms"]
         for relid in rels:
             rel = self.relations.get(relid)
             if rel is None:
                 raise DataException(f"pgoutput: change to relation {relid} before its Relation "
                                     f"message")
-            source = source_block(self.c["topic.prefix"], txn["ts_ms"], "false", self.db,
-                                  rel.schema, rel.table, txn["xid"], lsn, txn["final_lsn"], i)
-            before = after = None
-            key_row = None
+            before, key_only, after = None, False, None
             if kind == "I":
-                op, after = "c", row(rel, msg[2])
-                key_row = after
+                op, after = "c", msg[2]
             elif kind == "U":
-                op, after = "u", row(rel, msg[4])
-                if msg[2] == "O":
-                    before = row(rel, msg[3])
-                elif msg[2] == "K":
-                    before = row(rel, msg[3], only=rel.key_names)
-                key_row = after
+                # the old row with REPLICA IDENTITY FULL ("O"), its key columns when the
+                # key changed ("K"), else none
+                op, after = "u", msg[4]
+                before, key_only = msg[3], msg[2] == "K"
             elif kind == "D":
-                op = "d"
-                before = row(rel, msg[3], only=None if msg[2] == "O" else rel.key_names)
-                key_row = before
+                op, before, key_only = "d", msg[3], msg[2] != "O"
             else:
                 op = "t"
-            key = None
-            if rel.key_schema is not None and key_row is not None:
-                key = {n: key_row[n] for n in rel.key_names}
-            value = {"before": before, "after": after, "source": source, "op": op,
-                     "ts_ms": txn["ts_ms"]}
-            batches.add(rel, key, value, txn["ts_ms"], offset)
-            if op == "d" and self.c["tombstones.on.delete"] and key is not None:
-                batches.add(rel, key, None, txn["ts_ms"], offset, tombstone=True)
+            change = (op, before, key_only, after, ts_ms, "false", txn["xid"], lsn,
+                      txn["final_lsn"], i)
+            keyed = rel.key_schema is not None and op != "t"
+            batches.add(rel, change, ts_ms, offset, keyed)
+            if op == "d" and self.c["tombstones.on.delete"] and keyed:
+                batches.add(rel, change, ts_ms, offset, keyed, tombstone=True)
 
     # ---- releasing the slot's WAL ----------------------------------------------------------
 

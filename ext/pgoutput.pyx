@@ -1,0 +1,99 @@
+# cython: language_level=3
+"""pgoutput's (protocol version 1) change messages -- Insert, Update,
+Delete -- parsed in one C pass: the CDC source's per-change parse
+(connectors/cdc.py's ``parse_message`` hands these three kinds here and
+parses the rest, once per transaction or relation, itself).
+
+Layout (PostgreSQL's "Logical Replication Message Formats"), big-endian:
+
+    Insert    => 'I', relation oid uint32, 'N', TupleData
+    Update    => 'U', relation oid uint32, ['K' | 'O', TupleData], 'N', TupleData
+    Delete    => 'D', relation oid uint32, 'K' | 'O', TupleData
+    TupleData => column count int16, per column: kind byte
+                 'n' (null) | 'u' (unchanged TOASTed value) | 't' / 'b' (int32 length, bytes)
+
+Returns what ``parse_message`` documents: ("I", relid, new), ("U", relid,
+old_kind, old, new), ("D", relid, old_kind, old), a tuple as a list of
+None (null), ``unchanged`` (the caller's marker) or bytes. Raises
+ValueError naming what is wrong with a message that does not follow the
+layout (truncated, an unknown kind); never reads past the message.
+
+Who calls: the task's thread; no state.
+"""
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.stdint cimport int16_t, int32_t, uint32_t
+
+cdef enum:
+    RELID_AT = 1            # after the message kind
+    TUPLE_TAG_AT = 5        # after the relation oid
+
+
+cdef inline uint32_t _u32(const unsigned char *p) noexcept:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+
+
+cdef list _tuple_data(const unsigned char *p, Py_ssize_t n, Py_ssize_t *at, object unchanged):
+    cdef Py_ssize_t i = at[0]
+    cdef int16_t ncols
+    cdef int32_t size
+    cdef list out
+    cdef int k
+    if i + 2 > n:
+        raise ValueError("truncated or malformed message: no column count")
+    ncols = <int16_t>((p[i] << 8) | p[i + 1])
+    i += 2
+    out = [None] * max(ncols, 0)
+    for k in range(ncols):
+        if i >= n:
+            raise ValueError("truncated or malformed message: a column missing")
+        kind = p[i]
+        i += 1
+        if kind == c'n':
+            continue
+        if kind == c'u':
+            out[k] = unchanged
+        elif kind == c't' or kind == c'b':
+            if i + 4 > n:
+                raise ValueError("truncated or malformed message: no column length")
+            size = <int32_t>_u32(p + i)
+            i += 4
+            if size < 0 or size > n - i:
+                raise ValueError("truncated or malformed message: a column past its end")
+            out[k] = PyBytes_FromStringAndSize(<const char *>p + i, size)
+            i += size
+        else:
+            raise ValueError(f"unknown tuple column kind {bytes([kind])!r}")
+    at[0] = i
+    return out
+
+
+def parse_change(bytes data, unchanged) -> tuple:
+    """An Insert, Update or Delete message (see the module's docstring)."""
+    cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t at = TUPLE_TAG_AT + 1
+    cdef unsigned char kind, tag
+    if n < TUPLE_TAG_AT + 1:
+        raise ValueError("truncated or malformed message: no relation")
+    kind = p[0]
+    relid = _u32(p + RELID_AT)
+    tag = p[TUPLE_TAG_AT]
+    if kind == c'I':
+        if tag != c'N':
+            raise ValueError("Insert without a new tuple")
+        return ("I", relid, _tuple_data(p, n, &at, unchanged))
+    if kind == c'U':
+        old_kind, old = None, None
+        if tag == c'K' or tag == c'O':
+            old_kind = "K" if tag == c'K' else "O"
+            old = _tuple_data(p, n, &at, unchanged)
+            if at >= n:
+                raise ValueError("Update without a new tuple")
+            tag = p[at]
+            at += 1
+        if tag != c'N':
+            raise ValueError("Update without a new tuple")
+        return ("U", relid, old_kind, old, _tuple_data(p, n, &at, unchanged))
+    if kind == c'D':
+        return ("D", relid, chr(tag), _tuple_data(p, n, &at, unchanged))
+    raise ValueError(f"not a change message: {bytes([kind])!r}")

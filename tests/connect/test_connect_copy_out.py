@@ -1,0 +1,62 @@
+"""The CDC snapshot's table reader (connectors/copy_out.py, COPY's text
+format unescaped by kafkalite._ext.copy_text): every column's text as a
+query's result carries it (libpq's ``get_value``, what the snapshot read
+before and what pgoutput sends), over random rows of many PostgreSQL types
+(test_connect_cdc_values' values: NULLs, text with tabs, newlines,
+backslashes and a literal ``\\N``, unicode, bytea, arrays, json), read a
+few rows at a time; a line of the wrong number of columns refused."""
+from __future__ import annotations
+
+import random
+
+import psycopg
+import pytest
+from test_connect_cdc_values import COLUMNS, random_value
+
+
+def fill(dsn: str, table: str, rng: random.Random, n: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(f"DROP TABLE IF EXISTS {table}")
+        c.execute(f"CREATE TABLE {table} (" + ", ".join(f"{name} {kind}" for name, kind, _
+                                                       in COLUMNS) + ")")
+        c.execute(f"INSERT INTO {table} (t) VALUES ('\\N'), (E'a\\tb\\\\c\\nd\\re\\x01f\\x7f')")
+        for _ in range(n):
+            exprs, params = [], []
+            for _, kind, _ in COLUMNS:
+                v = random_value(rng, kind)
+                if v is None:
+                    exprs.append(f"NULL::{kind}")
+                elif "'" in v:
+                    exprs.append(f"('{v}'::interval)::{kind}")
+                else:
+                    exprs.append(f"%s::{kind}")
+                    params.append(v)
+            c.execute(f"INSERT INTO {table} SELECT {', '.join(exprs)}", params)
+
+
+def test_copy_rows_are_the_results_texts(postgres):
+    from kafkalite.connect.connectors.copy_out import CopyOut
+    seed = random.randrange(2**32)
+    fill(postgres, "copy_out_rows", random.Random(seed), 200)
+    with psycopg.connect(postgres) as c:
+        c.execute("SET TIME ZONE 'Asia/Kolkata'")
+        res = c.execute("SELECT * FROM copy_out_rows").pgresult
+        want = [[res.get_value(i, j) for j in range(res.nfields)] for i in range(res.ntuples)]
+        rows = CopyOut(c, b"COPY (SELECT * FROM copy_out_rows) TO STDOUT", len(COLUMNS))
+        got = []
+        while (batch := rows.read(7)) is not None:
+            assert 0 < len(batch) <= 7
+            got += batch
+        # the connection is free for the next statement of the transaction
+        assert c.execute("SELECT count(*) FROM copy_out_rows").fetchone()[0] == len(want)
+    assert len(got) == len(want) == 202
+    bad = [(i, a, b) for i, (a, b) in enumerate(zip(got, want)) if a != b]
+    assert not bad, f"seed {seed}: {bad[:3]}"
+
+
+def test_a_row_of_the_wrong_width_is_refused():
+    from kafkalite._ext.copy_text import copy_text_rows
+    assert copy_text_rows([b"1\t\\N\tx\\ty\n"], 3) == [[b"1", None, b"x\ty"]]
+    for line in (b"1\t2\n", b"1\t2\t3\t4\n"):
+        with pytest.raises(ValueError, match="COPY row"):
+            copy_text_rows([line], 3)
