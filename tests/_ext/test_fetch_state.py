@@ -1,7 +1,7 @@
 """A full fetch's idle partitions answered in C (ext/fetch_state.pyx's plan,
 ext/produce_fetch.pyx's twin decoder and encoder) against the Python read
 of the same partitions: one in-process broker, many random fetches of wide
-topics (up to 300 partitions named, past the C arrays' first growth) --
+topics (up to 132 partitions named, past the C arrays' first growth) --
 all idle, partly idle (records to read, open and aborted transactions, a
 moved log start), erroneous (unknown topics and partitions, fenced and
 future leader epochs, offsets out of range), every version from 4, both
@@ -25,7 +25,7 @@ from kafkalite.record import RecordBatchBuilder, build_control_batch
 from kafkalite.storage import AppendOrigin
 
 VERSIONS = [4, 5, 7, 9, 11, 12, 13, 15, 16, 17]
-TOPICS = {"wide": (300, uuid.UUID(int=0x11)), "narrow": (12, uuid.UUID(int=0x12))}
+TOPICS = {"wide": (130, uuid.UUID(int=0x11)), "narrow": (12, uuid.UUID(int=0x12))}
 
 
 class TwoWireBroker(Broker):
