@@ -73,6 +73,8 @@ from libc.stdint cimport (
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
+from wire_c cimport kl_be32, kl_be64, kl_put_be16, kl_put_be32, kl_put_be64
+
 from uuid import UUID
 
 cdef object _ZERO_UUID = UUID(int=0)
@@ -279,17 +281,6 @@ cdef inline int64_t read_i64(Reader* r) except? -0x7fffffffffff:
     return <int64_t>v
 
 
-cdef inline uint64_t load_be(Reader* r, int size) noexcept:
-    """The next ``size`` bytes, big-endian, unchecked: the caller's
-    ``need`` covered them."""
-    cdef uint64_t v = 0
-    cdef int k
-    for k in range(size):
-        v = (v << 8) | r.p[r.pos + k]
-    r.pos += size
-    return v
-
-
 cdef inline object read_uuid(Reader* r):
     need(r, 16)
     raw = PyBytes_FromStringAndSize(<const char*>(r.p + r.pos), 16)
@@ -462,8 +453,9 @@ cdef class FetchRequestDecoder:
         cdef int version = self.version
         cdef int64_t count, n, i, t
         cdef Py_ssize_t least
-        cdef FetchPartitionEntry e
+        cdef FetchPartitionEntry* e
         cdef FetchPartitionList parts
+        cdef const uint8_t* q
         cdef list out = []
         count = read_length(r, flexible, True)
         # each topic takes at least a byte, each partition 16 + its version's
@@ -471,8 +463,13 @@ cdef class FetchRequestDecoder:
         # generated code without looping here
         if count < 0 or count > r.end - r.pos:
             raise _NotTaken
-        least = 16 + (4 if version >= 9 else 0) + (4 if version >= 12 else 0) + \
-            (8 if version >= 5 else 0) + (1 if flexible else 0)
+        # a partition's fields at fixed places: partition, current leader
+        # epoch (9+), fetch offset, last fetched epoch (12+), log start
+        # offset (5+), partition max bytes, the tags (flexible)
+        cdef Py_ssize_t at_offset = 8 if version >= 9 else 4
+        cdef Py_ssize_t at_lso = at_offset + (12 if version >= 12 else 8)
+        cdef Py_ssize_t at_max = at_lso + (8 if version >= 5 else 0)
+        least = at_max + 4 + (1 if flexible else 0)
         for t in range(count):
             if version >= 13:
                 topic_id = read_uuid(r)
@@ -485,19 +482,24 @@ cdef class FetchRequestDecoder:
                 raise _NotTaken
             parts = FetchPartitionList()
             parts.reserve(n)
+            # n partitions of ``least`` bytes each fit in what is left (just
+            # checked): read in place, a partition a step, a C struct each
+            q = r.p + r.pos
+            e = parts.entries
             for i in range(n):
-                # the fixed fields at once, then each read unchecked
-                need(r, least)
-                e.partition = <int32_t>load_be(r, 4)
-                e.current_leader_epoch = <int32_t>load_be(r, 4) if version >= 9 else NO_EPOCH
-                e.fetch_offset = <int64_t>load_be(r, 8)
-                e.last_fetched_epoch = <int32_t>load_be(r, 4) if version >= 12 else NO_EPOCH
-                e.log_start_offset = <int64_t>load_be(r, 8) if version >= 5 else NO_OFFSET
-                e.partition_max_bytes = <int32_t>load_be(r, 4)
-                if flexible and load_be(r, 1) != 0:
+                e.partition = <int32_t>kl_be32(q)
+                e.current_leader_epoch = <int32_t>kl_be32(q + 4) if version >= 9 else NO_EPOCH
+                e.fetch_offset = <int64_t>kl_be64(q + at_offset)
+                e.last_fetched_epoch = <int32_t>kl_be32(q + at_offset + 8) \
+                    if version >= 12 else NO_EPOCH
+                e.log_start_offset = <int64_t>kl_be64(q + at_lso) if version >= 5 else NO_OFFSET
+                e.partition_max_bytes = <int32_t>kl_be32(q + at_max)
+                if flexible and q[at_max + 4] != 0:
                     raise _NotTaken        # a tagged field: the generated code's
-                parts.entries[parts.size] = e
-                parts.size += 1
+                q += least
+                e += 1
+            parts.size = n
+            r.pos += n * least
             if flexible:
                 empty_tags(r)
             out.append({"topic": name, "topic_id": topic_id, "partitions": parts})
@@ -557,14 +559,6 @@ cdef inline int put_be(Writer* w, uint64_t v, int size) except -1:
         w.data[w.size + k] = <char>(v >> (8 * (size - 1 - k)))
     w.size += size
     return 0
-
-
-cdef inline char* store_be(char* at, uint64_t v, int size) noexcept:
-    """``v``'s ``size`` low bytes, big-endian, at ``at`` (room reserved); past them."""
-    cdef int k
-    for k in range(size):
-        at[k] = <char>(v >> (8 * (size - 1 - k)))
-    return at + size
 
 
 cdef inline int put_uvarint(Writer* w, int64_t v) except -1:
@@ -889,12 +883,15 @@ cdef class FetchResponseEncoder:
         cdef Py_ssize_t i
         cdef FetchedEntry* e
         cdef list dicts = fetched.dicts
-        cdef char* at
         # an inline entry's aborted transactions: an empty array or null
         # (compact: a varint of the count + 1, 0 for null)
         cdef uint64_t aborted = 0 if fetched.aborted_empty else 0xFFFFFFFF
         cdef uint64_t compact_aborted = 1 if fetched.aborted_empty else 0
+        cdef unsigned char* at
         put_length(w, fetched.size, flexible, True)
+        # room for every entry inline at once; a partition answered by its
+        # dict may use it up (or flush it), so each inline one checks
+        reserve(w, fetched.size * MAX_INLINE_ENTRY)
         for i in range(fetched.size):
             e = &fetched.entries[i]
             if e.slow >= 0:
@@ -903,29 +900,41 @@ cdef class FetchResponseEncoder:
                     raise _NotTaken
                 self.encode_partition(w, <dict>partition, parts, records_out)
                 continue
-            reserve(w, MAX_INLINE_ENTRY)
-            at = store_be(w.data + w.size, <uint32_t>e.partition_index, 4)
-            at = store_be(at, 0, 2)
-            at = store_be(at, <uint64_t>e.high_watermark, 8)
-            at = store_be(at, <uint64_t>e.last_stable_offset, 8)
+            if w.size + MAX_INLINE_ENTRY > w.cap:
+                reserve(w, MAX_INLINE_ENTRY)
+            at = <unsigned char*>w.data + w.size
+            kl_put_be32(at, <uint32_t>e.partition_index)
+            kl_put_be16(at + 4, 0)                                  # error_code
+            kl_put_be64(at + 6, <uint64_t>e.high_watermark)
+            kl_put_be64(at + 14, <uint64_t>e.last_stable_offset)
+            at += 22
             if version >= 5:
-                at = store_be(at, <uint64_t>e.log_start_offset, 8)
+                kl_put_be64(at, <uint64_t>e.log_start_offset)
+                at += 8
             if flexible:
-                at = store_be(at, compact_aborted, 1)
+                at[0] = <unsigned char>compact_aborted
+                at += 1
             else:
-                at = store_be(at, aborted, 4)
+                kl_put_be32(at, <uint32_t>aborted)
+                at += 4
             if version >= 11:
-                at = store_be(at, 0xFFFFFFFF, 4)
+                kl_put_be32(at, 0xFFFFFFFF)                         # preferred_read_replica
+                at += 4
             if frames:
-                at = store_be(at, <uint64_t>len(records_out), 4)
+                kl_put_be32(at, <uint32_t>len(records_out))
+                at += 4
                 records_out.append(b"")
             elif flexible:
-                at = store_be(at, 1, 1)         # length 0, compact
+                at[0] = 1                       # records: length 0, compact
+                at[1] = 0                       # the partition's tags
+                at += 2
             else:
-                at = store_be(at, 0, 4)
-            if flexible:
-                at = store_be(at, 0, 1)
-            w.size = at - w.data
+                kl_put_be32(at, 0)
+                at += 4
+            if frames and flexible:
+                at[0] = 0
+                at += 1
+            w.size = at - <unsigned char*>w.data
         return 0
 
     cdef int encode_partition(self, Writer* w, dict p, list parts, records_out) except -1:

@@ -550,6 +550,10 @@ class NodeMetrics:
         for kind in ("full", "incremental", "sessionless", "refused"):
             fetches.add_metric([kind], sessions.get(kind, 0))
         yield fetches
+        yield CounterMetricFamily(
+            "kafkalite_fetch_idle_partitions", "Partitions of consumers' fetches answered "
+            "idle (nothing new) from the workers' table in C, not read in Python",
+            value=sessions.get("idle_partitions", 0))
 
     @staticmethod
     def _remote_families(remote: dict, copy_lag: dict):

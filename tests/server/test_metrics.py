@@ -139,6 +139,26 @@ def test_bytes_messages_requests_and_offsets_match_what_was_produced_and_fetched
                      broker=broker) > 0
 
 
+def test_a_consumer_polling_an_empty_topic_counts_idle_partitions(server, topic_name):
+    """kafkalite_fetch_idle_partitions_total: the partitions the workers
+    answered idle from their table in C, summed over the workers."""
+    make_topic(server, topic_name, 4)
+    before = value(scrape(server), "kafkalite_fetch_idle_partitions_total") or 0
+    c = Consumer(server.config(**{"group.id": topic_name + "-idle", "fetch.wait.max.ms": 50}))
+    try:
+        c.assign([TopicPartition(topic_name, p, OFFSET_BEGINNING) for p in range(4)])
+        deadline = time.monotonic() + 20
+        metrics = {}
+        while time.monotonic() < deadline:
+            assert c.consume(10, 0.2) == []
+            metrics = scrape(server)
+            if (value(metrics, "kafkalite_fetch_idle_partitions_total") or 0) >= before + 8:
+                break
+    finally:
+        c.close()
+    assert (value(metrics, "kafkalite_fetch_idle_partitions_total") or 0) >= before + 8
+
+
 def test_consumer_lag_is_what_remains_after_the_committed_offset(server, topic_name):
     make_topic(server, topic_name, 2)
     produce(server, topic_name, {0: 50, 1: 30})

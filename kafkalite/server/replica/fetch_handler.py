@@ -108,13 +108,18 @@ class FetchHandler:
         self._waiters = itertools.count(1)
         # fetches served, by their session metadata (the metrics' kafkalite_fetch_requests)
         self.kinds = {SESSIONLESS: 0, FULL: 0, INCREMENTAL: 0, "refused": 0}
+        # idle partitions of the answers sent, answered from the table in C
+        # (kafkalite_fetch_idle_partitions): how much of the fetch load never
+        # reached the Python read
+        self.idle_partitions = 0
 
     def figures(self) -> dict:
         """The metrics' figures: sessions held, their partitions, evictions,
         and the fetches by kind so far."""
         cache = self.sessions
         return {"sessions": len(cache), "partitions": cache.total_partitions,
-                "evictions": cache.evictions, **self.kinds}
+                "evictions": cache.evictions, "idle_partitions": self.idle_partitions,
+                **self.kinds}
 
     # ---- the API -----------------------------------------------------------------------------
 
@@ -329,6 +334,7 @@ class FetchHandler:
         """The answer of ``read``; a full fetch at epoch 0 makes its
         session now, an incremental one tells its session what it said."""
         session_id = INVALID_SESSION_ID
+        self.idle_partitions += read.plan.idle_count
         if context.kind == INCREMENTAL:
             session = context.session
             if session.epoch != context.expected_epoch:
