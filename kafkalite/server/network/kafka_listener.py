@@ -140,10 +140,12 @@ import time
 import zmq
 
 from kafkalite import errors
+from kafkalite._ext.produce_frames import ProduceFrames
 from kafkalite.local_socket import PEER as LOCAL_PEER
 from kafkalite.local_socket import listen as local_socket_listen
 from kafkalite.local_socket import tune as local_socket_tune
 from kafkalite.protocol import (
+    SUPPORTED_VERSIONS,
     ApiKey,
     ProtocolError,
     decode_request,
@@ -326,6 +328,9 @@ class KafkaListener:
         self._scratch = bytearray(RECV_CHUNK)
         self._throttled: dict[int, KafkaConnection] = {}
         self._lingering: dict[int, KafkaConnection] = {}   # fd -> closed at its close_at
+        # the one-pass Produce path over a read's frames, and the function it was made for
+        self._frames: ProduceFrames | None = None
+        self._frames_answer = None
         self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -572,7 +577,22 @@ class KafkaListener:
         conn.dispatching = True
         try:
             rbuf = conn.rbuf
+            produce_frames = self._produce_frames(conn)
             while _reads(conn) and len(rbuf) >= 4:
+                if produce_frames is not None and not conn.waiting:
+                    # the Produce requests of this read answered in one call
+                    # (ext/produce_frames.pyx); it stops at a frame for the steps below
+                    consumed, payload, result = produce_frames.serve(rbuf, conn.out,
+                                                                     self.dispatcher.stats)
+                    del rbuf[:consumed]
+                    if payload is not None:
+                        header = peek_request_header(payload)
+                        conn.waiting.append([header.correlation_id, header.api_key, None])
+                        if not self._answer_result(conn, header, result):
+                            self._on_request(conn, payload, header, tried=True)
+                        continue
+                    if not (_reads(conn) and len(rbuf) >= 4):
+                        break
                 size, = _unpack_size(rbuf, 0)
                 if size < 0:
                     zmtp = zmtp_signature(rbuf)
@@ -608,9 +628,28 @@ class KafkaListener:
 
     # ---- requests ----------------------------------------------------------------------------
 
-    def _on_request(self, conn: KafkaConnection, payload: bytearray, header) -> None:
+    def _produce_frames(self, conn: KafkaConnection) -> ProduceFrames | None:
+        """The dispatcher's one-pass Produce path over a read's frames, when
+        ``conn``'s requests may take it now (produce_frames.pyx's contract:
+        no SASL exchange, no authorizer, no client quota); else None."""
+        dispatcher = self.dispatcher
+        answer = dispatcher.frames_at_once.get(_PRODUCE)
+        if (answer is None or conn.sasl is not None or conn.sasl_raw or dispatcher.gate is not None
+                or (dispatcher.quotas is not None and dispatcher.quotas.enabled)):
+            return None
+        frames = self._frames
+        if frames is None or self._frames_answer is not answer:
+            versions = SUPPORTED_VERSIONS[_PRODUCE]
+            frames = self._frames = ProduceFrames(answer, NO_RESPONSE, versions[0], versions[1],
+                                                  self.max_request_bytes)
+            self._frames_answer = answer
+        return frames
+
+    def _on_request(self, conn: KafkaConnection, payload: bytearray, header,
+                    tried: bool = False) -> None:
         """``header``: the request's, peeked (None for a raw SASL token or a
-        frame too short to hold one)."""
+        frame too short to hold one); ``tried``: the one-pass path already
+        looked at it and left it to the generic decoder."""
         if conn.sasl is not None:
             try:
                 if self._on_sasl_request(conn, payload):
@@ -624,8 +663,9 @@ class KafkaListener:
                 and not self.dispatcher.serves(header.api_key)):
             self.relay.forward(self, conn, header, payload)
             return
-        if (header is not None and self.dispatcher.frames_at_once and self._answer_at_once(
-                conn, header, self.dispatcher.answer_frame_at_once, payload)):
+        if (header is not None and not tried and self.dispatcher.frames_at_once
+                and self._answer_at_once(conn, header, self.dispatcher.answer_frame_at_once,
+                                         payload)):
             return
         try:
             # Kafka ignores bytes after a request body, and clients rely on it.
@@ -663,13 +703,20 @@ class KafkaListener:
         try:
             result = answer(header, request)
         except Exception as exc:  # one request must not take the process down
-            log.exception("%s: %r request failed", self.name, header.api_key)
-            self.respond_error(conn, header, errors.UnknownServerError.code,
-                               f"{type(exc).__name__}: {exc}")
-            return True
+            result = exc
+        return self._answer_result(conn, header, result)
+
+    def _answer_result(self, conn: KafkaConnection, header, result) -> bool:
+        """Answer the request of ``header`` with what the one-pass path gave
+        (``_answer_at_once``), or the exception it raised; False: it did not
+        take the request (None), nothing done."""
         if result is None:
             return False
-        if result is NO_RESPONSE:
+        if isinstance(result, Exception):
+            log.error("%s: %r request failed", self.name, header.api_key, exc_info=result)
+            self.respond_error(conn, header, errors.UnknownServerError.code,
+                               f"{type(result).__name__}: {result}")
+        elif result is NO_RESPONSE:
             self.unmute(conn, header)
         elif type(result) is dict:
             self.respond(conn, header, result)
