@@ -628,6 +628,11 @@ class KafkaListener:
 
     # ---- requests ----------------------------------------------------------------------------
 
+    @property
+    def produce_frames_served(self) -> int:
+        """Produce requests answered by the frame loop (produce_frames.pyx)."""
+        return self._frames.served if self._frames is not None else 0
+
     def _produce_frames(self, conn: KafkaConnection) -> ProduceFrames | None:
         """The dispatcher's one-pass Produce path over a read's frames, when
         ``conn``'s requests may take it now (produce_frames.pyx's contract:
