@@ -13,7 +13,7 @@ import struct
 
 import pytest
 
-from kafkalite._ext.produce_frames import ProduceFrames
+from kafkalite._ext.produce_frames import ProduceFrames, answer_one_partition
 from kafkalite.protocol import ApiKey, decode_response, encode_request
 from kafkalite.record import RecordBatchBuilder
 from kafkalite.server.config import ServerConfig
@@ -135,3 +135,40 @@ def test_acks_0_is_appended_and_answers_nothing(rm):
     assert frames.serve(rbuf, out, None) == (len(rbuf), None, None)
     assert _answers(out) == [(2, 0, 0, 1)]
     assert frames.served == 2
+
+
+def _one_partition(records: bytes, partition: int = 0, topic: str = "t") -> tuple:
+    return (topic, [(partition, memoryview(bytearray(records)))])
+
+
+def test_one_partition_requests_it_may_not_take_are_left_untouched(rm):
+    """answer_one_partition takes what produce_at_once.qualifying takes of a
+    one-partition request, and leaves the rest to the full path with
+    nothing appended: its checks are qualifying's, written again in C."""
+    from kafkalite.server.replica.produce_at_once import _answer_one_slowly, qualifying
+    assert rm.become_leader({"topic": "r", "partition": 0, "topic_id": None, "leader_epoch": 1,
+                             "configs": {}, "replicas": [0, 1], "isr": [0, 1]})["error"] == 0
+    b = RecordBatchBuilder()
+    b.append(1_700_000_000_000, None, b"in a transaction")
+    b.set_producer(2000, 0, 0, transactional=True)
+    transactional = bytes(b.build())
+    b = RecordBatchBuilder()
+    b.append(1_700_000_000_000, None, b"plain")
+    plain = bytes(b.build())
+    cases = [
+        (1, _one_partition(transactional)),        # no transactional id to verify it by
+        (1, _one_partition(plain, partition=7)),   # not led here
+        (1, _one_partition(plain[:40])),           # shorter than a batch header
+        (2, _one_partition(plain)),                # acks Kafka refuses
+        (-1, _one_partition(plain, topic="r")),    # a follower to wait for
+    ]
+    for acks, topic in cases:
+        name, ((index, records),) = topic
+        assert qualifying(rm, acks, [(name, [(index, records)])]) is None
+        assert answer_one_partition(rm, 9, 1, acks, topic, NO_RESPONSE,
+                                    _answer_one_slowly) is None, (acks, topic)
+    assert all(part.log.log_end_offset == 0 for part in rm.partitions.values())
+    # and what it takes: acks -1 on a partition that is its own ISR
+    answer = answer_one_partition(rm, 9, 7, -1, _one_partition(plain), NO_RESPONSE,
+                                  _answer_one_slowly)
+    assert _answers([answer]) == [(7, 0, 0, 0)]
