@@ -40,7 +40,10 @@ The answers given while the requests of one read are served go out
 together once they all are, in one ``sendmsg``: a producer that sends a
 request per message (linger.ms 0) and finds the broker a little behind has
 a burst of them read at once, and a write (and a wake-up of the client)
-per answer was what kept the broker behind (issue 46).
+per answer was what kept the broker behind (issue 46). While no request
+of the connection waits for its answer, the Produce requests of a read
+are split off and answered in one C call (ext/produce_frames.pyx): an
+answer given at once needs no slot to keep its place (issue 72).
 
 Quotas (quotas.py): a request that put its client over a quota is
 answered at once with ``throttle_time_ms`` and its connection then stays
