@@ -160,7 +160,7 @@ def test_a_reads_produce_requests_are_answered_in_one_call_and_after_a_deferred_
 
         burst = [produce(cid, partition=cid % 3) for cid in range(1, 9)]
         assert correlation_ids(node.answers(burst, 8)) == list(range(1, 9))
-        assert node.listener.produce_frames_served == 8
+        assert node.listener.produce_frames.served == 8
 
         # the deferred one first: what follows waits for it
         deferred = produce(20, topic="r", acks=-1, timeout_ms=300)
@@ -185,6 +185,6 @@ def test_a_reads_produce_requests_are_answered_in_one_call_and_after_a_deferred_
         answer = decode_response(ApiKey.PRODUCE, 9, got[0])[1]
         assert answer["responses"][0]["partition_responses"][0]["error_code"] == \
             errors.RequestTimedOutError.code
-        assert node.listener.produce_frames_served == 8     # those two were not the loop's
+        assert node.listener.produce_frames.served == 8     # those two were not the loop's
     finally:
         node.close()
