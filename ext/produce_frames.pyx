@@ -25,7 +25,9 @@ waiting for an answer, the dispatcher has no authorizer and no client
 quota to apply, and the connection is not in a SASL exchange (the
 listener checks; those need a request context). It takes frames from the
 head of the buffer while each is complete, within ``0..max_request_bytes``,
-a Produce request of a version in ``first_version..last_version``, and the
+at least 8 bytes (the header's api key, version and correlation id, so
+that the listener can peek at a frame handed back), a Produce request of
+a version in ``first_version..last_version``, and the
 one-pass path answers it with a frame (bytes) or ``no_response`` (acks 0:
 nothing queued). It stops *before* the first frame it may not take (not a
 Produce, incomplete, a bad size: the listener's own steps serve or refuse
@@ -58,7 +60,9 @@ from kafkalite.errors import KafkaError
 cdef enum:
     PRODUCE = 0
     SIZE_BYTES = 4          # the frame's size prefix
-    PEEKED_BYTES = 4        # api_key int16, api_version int16
+    # api_key int16, api_version int16, correlation_id int32: what the
+    # listener peeks of a frame handed back (peek_request_header)
+    PEEKED_BYTES = 8
 
 
 cdef inline double _monotonic() noexcept:

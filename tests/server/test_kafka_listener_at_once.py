@@ -188,3 +188,38 @@ def test_a_reads_produce_requests_are_answered_in_one_call_and_after_a_deferred_
         assert node.listener.produce_frames.served == 8     # those two were not the loop's
     finally:
         node.close()
+
+
+def test_a_produce_frame_cut_short_in_its_header_closes_its_connection_only(tmp_path):
+    """A frame that names Produce v9 and ends inside its correlation id:
+    the frame loop leaves it to the listener's own steps, which close the
+    connection, as Kafka does with a request it cannot parse; the listener
+    serves on."""
+    node = _Node(tmp_path, True)
+    try:
+        good = encode_request(ApiKey.PRODUCE, 9, 1, "client", {
+            "transactional_id": None, "acks": 1, "timeout_ms": 1000,
+            "topic_data": [{"name": "t", "partition_data": [
+                {"index": 0, "records": _batch(b"before")}]}]})
+        assert len(node.answers([good], 1)) == 1
+        # api key, version and half a correlation id
+        node.client.sendall(struct.pack(">i", 6) + struct.pack(">hhh", 0, 9, 0))
+        deadline = time.monotonic() + 20
+        closed = False
+        while not closed:
+            assert time.monotonic() < deadline, "the connection stayed open"
+            node.listener.on_events(dict(node.poller.poll(10)))
+            try:
+                closed = node.client.recv(1 << 16) == b""
+            except BlockingIOError:
+                pass
+            except ConnectionResetError:
+                closed = True
+        assert not node.listener.connections
+        # another connection is served as before
+        node.client.close()
+        node.client = socket.create_connection(("127.0.0.1", node.listener.port))
+        node.client.settimeout(0)
+        assert len(node.answers([good], 1)) == 1
+    finally:
+        node.close()
