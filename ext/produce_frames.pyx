@@ -22,8 +22,9 @@ api_key int16, api_version int16, correlation_id int32, ...
 
 Contract: ``serve`` is called only while the connection has no request
 waiting for an answer, the dispatcher has no authorizer and no client
-quota to apply, and the connection is not in a SASL exchange (the
-listener checks; those need a request context). It takes frames from the
+quota to apply, and the connection is not on a SASL listener (the
+listener checks; those need a request context, or a check of the SASL
+session on each request). It takes frames from the
 head of the buffer while each is complete, within ``0..max_request_bytes``,
 at least 8 bytes (the header's api key, version and correlation id, so
 that the listener can peek at a frame handed back), a Produce request of

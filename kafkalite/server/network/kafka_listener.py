@@ -583,7 +583,7 @@ class KafkaListener:
     def _produce_frames(self, conn: KafkaConnection) -> ProduceFrames | None:
         """The dispatcher's one-pass Produce path over a read's frames, when
         ``conn``'s requests may take it now (produce_frames.pyx's contract:
-        no SASL exchange, no authorizer, no client quota); else None."""
+        not on a SASL listener, no authorizer, no client quota); else None."""
         dispatcher = self.dispatcher
         answer = dispatcher.frames_at_once.get(_PRODUCE)
         if (answer is None or conn.sasl is not None or conn.sasl_raw or dispatcher.gate is not None
