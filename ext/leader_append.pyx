@@ -34,6 +34,7 @@ from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from posix.unistd cimport pwrite
 
 from kafkalite._ext.batch_scan import validate_for_append
+from kafkalite.storage.leader_epoch import UNDEFINED_EPOCH
 from kafkalite.storage.log import _wall_clock_ms
 from kafkalite.storage.segment import _INT32_MAX, _TAIL_BATCHES
 
@@ -102,7 +103,9 @@ cdef object _append(rm, part, log, records, Py_buffer* view, index):
     cdef bint producer = scan.producer_batch_count != 0
     if producer and producer_state.check(scan) is not None:
         return None         # a retry: the full path answers its original offsets
-    if epoch > ld["leader_epoch_cache"].latest_epoch:
+    # the cache's latest_epoch, read without its property's Python call
+    epochs = ld["leader_epoch_cache"].__dict__["_entries"]
+    if epoch > (epochs[len(epochs) - 1][0] if epochs else UNDEFINED_EPOCH):
         return None         # the first append of an epoch: the cache learns it there
     # PartitionLog._write
     cdef int64_t size = scan.size_in_bytes
@@ -144,7 +147,8 @@ cdef object _append(rm, part, log, records, Py_buffer* view, index):
         stats = topic_stats[part.topic] = [0, 0, 0]
     stats[0] += size
     stats[1] += scan.record_count
-    if size and moved and rm.purgatory:
+    # ``rm.purgatory`` is true while operations wait (its __len__, a Python call)
+    if size and moved and rm.purgatory.__dict__["_heap"]:
         woken = rm._woken
         if woken is None:
             rm._wake_now(part.key, size)
@@ -172,7 +176,11 @@ cdef int _segment_append(seg, dict sd, records, Py_buffer* view, int64_t first, 
                          int64_t size, int64_t bmax) except -1:
     # LogSegment.append of one batch, and its _write_at (``sd``: its instance dict)
     cdef int64_t start = sd["_size"]
-    cdef int fd = sd["file"].fileno()
+    # SegmentFile.fileno() without its Python call; a closed one's raises
+    segment_file = sd["file"]
+    cdef int fd = segment_file._fd
+    if fd < 0:
+        fd = segment_file.fileno()
     cdef Py_ssize_t total = view.len
     cdef Py_ssize_t done
     with nogil:

@@ -14,7 +14,8 @@ import time
 import pytest
 import zmq
 
-from kafkalite.protocol import ApiKey, encode_request
+from kafkalite import errors
+from kafkalite.protocol import ApiKey, decode_response, encode_request
 from kafkalite.record import RecordBatchBuilder
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.network.kafka_listener import KafkaListener
@@ -134,3 +135,91 @@ def test_frames_answered_at_once_are_the_full_paths_answers(tmp_path, monkeypatc
     finally:
         fast.close()
         full.close()
+
+
+def test_a_reads_produce_requests_are_answered_in_one_call_and_after_a_deferred_one(tmp_path):
+    """The Produce requests of one read are answered by the listener's frame
+    loop (ext/produce_frames.pyx), counted; behind a request still waiting
+    for its answer (an acks=-1 Produce on a partition with a follower in its
+    ISR, answered when its timeout expires) they take the slot path and are
+    answered after it, in request order."""
+    node = _Node(tmp_path, True)
+    try:
+        assert node.rm.become_leader({"topic": "r", "partition": 0, "topic_id": None,
+                                      "leader_epoch": 1, "configs": {}, "replicas": [0, 1],
+                                      "isr": [0, 1]})["error"] == 0
+
+        def produce(cid, topic="t", partition=0, acks=1, timeout_ms=1000):
+            return encode_request(ApiKey.PRODUCE, 9, cid, "client", {
+                "transactional_id": None, "acks": acks, "timeout_ms": timeout_ms,
+                "topic_data": [{"name": topic, "partition_data": [
+                    {"index": partition, "records": _batch(b"v%d" % cid)}]}]})
+
+        def correlation_ids(answers):
+            return [struct.unpack_from(">i", a)[0] for a in answers]
+
+        burst = [produce(cid, partition=cid % 3) for cid in range(1, 9)]
+        assert correlation_ids(node.answers(burst, 8)) == list(range(1, 9))
+        assert node.listener.produce_frames.served == 8
+
+        # the deferred one first: what follows waits for it
+        deferred = produce(20, topic="r", acks=-1, timeout_ms=300)
+        node.client.sendall(b"".join(struct.pack(">i", len(f)) + f
+                                     for f in [deferred] + [produce(cid) for cid in (21, 22)]))
+        buf, got = bytearray(), []
+        deadline = time.monotonic() + 20
+        while len(got) < 3:
+            assert time.monotonic() < deadline, got
+            node.listener.on_events(dict(node.poller.poll(10)))
+            node.rm.expire()        # the acks=-1 produce's timeout (the worker's loop does this)
+            try:
+                buf += node.client.recv(1 << 20)
+            except BlockingIOError:
+                pass
+            while len(buf) >= 4 and len(buf) >= 4 + struct.unpack_from(">i", buf)[0]:
+                size = struct.unpack_from(">i", buf)[0]
+                got.append(bytes(buf[4:4 + size]))
+                del buf[:4 + size]
+        assert correlation_ids(got) == [20, 21, 22]
+        # deferred indeed: its follower never fetched
+        answer = decode_response(ApiKey.PRODUCE, 9, got[0])[1]
+        assert answer["responses"][0]["partition_responses"][0]["error_code"] == \
+            errors.RequestTimedOutError.code
+        assert node.listener.produce_frames.served == 8     # those two were not the loop's
+    finally:
+        node.close()
+
+
+def test_a_produce_frame_cut_short_in_its_header_closes_its_connection_only(tmp_path):
+    """A frame that names Produce v9 and ends inside its correlation id:
+    the frame loop leaves it to the listener's own steps, which close the
+    connection, as Kafka does with a request it cannot parse; the listener
+    serves on."""
+    node = _Node(tmp_path, True)
+    try:
+        good = encode_request(ApiKey.PRODUCE, 9, 1, "client", {
+            "transactional_id": None, "acks": 1, "timeout_ms": 1000,
+            "topic_data": [{"name": "t", "partition_data": [
+                {"index": 0, "records": _batch(b"before")}]}]})
+        assert len(node.answers([good], 1)) == 1
+        # api key, version and half a correlation id
+        node.client.sendall(struct.pack(">i", 6) + struct.pack(">hhh", 0, 9, 0))
+        deadline = time.monotonic() + 20
+        closed = False
+        while not closed:
+            assert time.monotonic() < deadline, "the connection stayed open"
+            node.listener.on_events(dict(node.poller.poll(10)))
+            try:
+                closed = node.client.recv(1 << 16) == b""
+            except BlockingIOError:
+                pass
+            except ConnectionResetError:
+                closed = True
+        assert not node.listener.connections
+        # another connection is served as before
+        node.client.close()
+        node.client = socket.create_connection(("127.0.0.1", node.listener.port))
+        node.client.settimeout(0)
+        assert len(node.answers([good], 1)) == 1
+    finally:
+        node.close()

@@ -31,7 +31,7 @@ from replicas import create, state, wait_for  # noqa: E402
 
 from kafkalite.protocol import ApiKey, decode_response, encode_request  # noqa: E402
 from kafkalite.record import RecordBatchBuilder  # noqa: E402
-from kafkalite.server.network.kafka_listener import PIPELINED_PRODUCES  # noqa: E402
+from kafkalite.server.network.kafka_connection import PIPELINED_PRODUCES  # noqa: E402
 
 
 @pytest.fixture

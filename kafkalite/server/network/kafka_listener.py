@@ -40,7 +40,10 @@ The answers given while the requests of one read are served go out
 together once they all are, in one ``sendmsg``: a producer that sends a
 request per message (linger.ms 0) and finds the broker a little behind has
 a burst of them read at once, and a write (and a wake-up of the client)
-per answer was what kept the broker behind (issue 46).
+per answer was what kept the broker behind (issue 46). While no request
+of the connection waits for its answer, the Produce requests of a read
+are split off and answered in one C call (ext/produce_frames.pyx): an
+answer given at once needs no slot to keep its place (issue 72).
 
 Quotas (quotas.py): a request that put its client over a quota is
 answered at once with ``throttle_time_ms`` and its connection then stays
@@ -140,10 +143,12 @@ import time
 import zmq
 
 from kafkalite import errors
+from kafkalite._ext.produce_frames import ProduceFrames
 from kafkalite.local_socket import PEER as LOCAL_PEER
 from kafkalite.local_socket import listen as local_socket_listen
 from kafkalite.local_socket import tune as local_socket_tune
 from kafkalite.protocol import (
+    SUPPORTED_VERSIONS,
     ApiKey,
     ProtocolError,
     decode_request,
@@ -162,6 +167,13 @@ from kafkalite.server.network.requests import (
     RequestContext,
     RequestDispatcher,
     api_versions_body,
+)
+from kafkalite.server.network.kafka_connection import (
+    POLLIN,
+    POLLIN_OR_ERR,
+    POLLOUT,
+    KafkaConnection,
+    may_read,
 )
 from kafkalite.server.network.tls import TlsConnection
 from kafkalite.server.auth.security import ListenerSecurity, certificate_principal
@@ -185,39 +197,20 @@ MIN_REAUTH_INTERVAL_S = 1.0     # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_S
 # listener made without them
 CONNECTIONS_MAX_IDLE_MS = 600_000
 AUTHENTICATION_TIMEOUT_MS = 10_000
+_PRODUCE = ApiKey.PRODUCE
 _size = struct.Struct(">i")
 _pack_size = _size.pack
 _unpack_size = _size.unpack_from
-# Produce requests read and appended while earlier ones wait for their
-# answers (ordering, above): a producer's in-flight requests (Kafka's
-# max.in.flight.requests.per.connection, 5 at most with idempotence)
-PIPELINED_PRODUCES = 5
-_PRODUCE = ApiKey.PRODUCE
-# answers written by one sendmsg at most (well under the kernel's IOV_MAX, 1024)
-GATHERED_WRITES = 64
 
 
-# pyzmq's poll flags as plain ints: they are enum.Flag members, and every
-# ``ev & zmq.POLLIN`` on this loop's path would be a Python-level enum
-# operation (about 2% of a worker's time at 10,000 requests/s, py-spy)
-POLLIN, POLLOUT, POLLERR = int(zmq.POLLIN), int(zmq.POLLOUT), int(zmq.POLLERR)
-POLLIN_OR_ERR = POLLIN | POLLERR
-
-
-def _reads(conn: "KafkaConnection") -> bool:
-    """Whether ``conn`` may read its next request now."""
-    if conn.closed or conn.closing or conn.throttled_until:
-        return False
-    waiting = conn.waiting
-    if not waiting:
-        return True
-    if len(waiting) >= PIPELINED_PRODUCES:
-        return False
-    # a loop, not all() over a generator: this runs for every request read
-    for slot in waiting:
-        if slot[1] != _PRODUCE:
-            return False
-    return True
+def _one_pass(answer, header, request):
+    """What a dispatcher's one-pass path (``answer``) gives for a request,
+    or the exception it raised: one request must not take the process
+    down (the listener answers it as a fault)."""
+    try:
+        return answer(header, request)
+    except Exception as exc:
+        return exc
 
 
 def _correlation_id(frame) -> int:
@@ -240,46 +233,6 @@ def error_body(api_key: int, api_version: int, code: int, message: str) -> dict 
     if "error_message" in fields:
         body["error_message"] = message or None
     return body
-
-
-class KafkaConnection:
-    """One client's TCP connection: read buffer, requests waiting for their
-    answers, write queue."""
-
-    __slots__ = ("sock", "fd", "peer", "address", "rbuf", "waiting", "out", "closed", "interest",
-                 "dispatching", "tls", "handshake_wants", "sasl", "sasl_raw", "principal",
-                 "closing", "reauth", "session_expiry", "reauth_started", "throttled_until",
-                 "close_at", "active_at", "auth_deadline")
-
-    def __init__(self, sock: socket.socket, peer):
-        self.sock = sock
-        self.fd = sock.fileno()
-        self.peer = peer
-        self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.rbuf = bytearray()
-        # [correlation id, api key, its answer's out items or None] of each
-        # request read and not answered yet, in request order (ordering, above)
-        self.waiting: collections.deque = collections.deque()
-        self.out: collections.deque = collections.deque()  # bytes-likes and [region, sent]
-        self.closed = False
-        self.interest = 0
-        self.dispatching = False
-        self.tls = isinstance(sock, TlsConnection)
-        self.handshake_wants = POLLIN if self.tls else 0   # 0: no TLS handshake pending
-        self.sasl = None            # a SaslServer until the connection has authenticated
-        self.sasl_raw = False       # SaslHandshake v0: raw SASL tokens follow, not requests
-        self.principal = ANONYMOUS
-        self.closing = False        # close once the queued answer is written
-        self.reauth = None          # the SaslServer of a re-authentication in progress
-        self.session_expiry = 0.0   # time.monotonic() the SASL session ends; 0: never
-        self.reauth_started = 0.0   # when the last re-authentication began
-        self.throttled_until = 0.0  # muted by a quota until this time.monotonic()
-        self.close_at = 0.0         # a failed login's answer is written: closed at this time
-        self.active_at = 0.0        # time.monotonic() of its last read or write event
-        self.auth_deadline = 0.0    # closed then unless authenticated; 0: nothing to wait for
-
-    def __repr__(self):
-        return f"KafkaConnection({self.peer})"
 
 
 class KafkaListener:
@@ -326,6 +279,10 @@ class KafkaListener:
         self._scratch = bytearray(RECV_CHUNK)
         self._throttled: dict[int, KafkaConnection] = {}
         self._lingering: dict[int, KafkaConnection] = {}   # fd -> closed at its close_at
+        # the one-pass Produce path over a read's frames (its ``served``
+        # counts the requests it answered), and the function it was made for
+        self.produce_frames: ProduceFrames | None = None
+        self._frames_answer = None
         self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -500,7 +457,7 @@ class KafkaListener:
         if conn.handshake_wants:
             interest = conn.handshake_wants
         else:
-            interest = ((POLLIN if _reads(conn) else 0)
+            interest = ((POLLIN if may_read(conn) else 0)
                         | (POLLOUT if conn.out or (conn.tls and conn.sock.unsent) else 0))
         if interest != conn.interest and self.poller is not None:
             # register(fd, 0) unregisters: a muted connection with nothing to
@@ -572,7 +529,22 @@ class KafkaListener:
         conn.dispatching = True
         try:
             rbuf = conn.rbuf
-            while _reads(conn) and len(rbuf) >= 4:
+            produce_frames = self._produce_frames(conn)
+            while may_read(conn) and len(rbuf) >= 4:
+                if produce_frames is not None and not conn.waiting:
+                    # the Produce requests of this read answered in one call
+                    # (ext/produce_frames.pyx); it stops at a frame for the steps below
+                    consumed, payload, result = produce_frames.serve(rbuf, conn.out,
+                                                                     self.dispatcher.stats)
+                    del rbuf[:consumed]
+                    if payload is not None:
+                        header = peek_request_header(payload)
+                        conn.waiting.append([header.correlation_id, header.api_key, None])
+                        if not self._answer_at_once(conn, header, result):
+                            self._on_request(conn, payload, header, tried=True)
+                        continue
+                    if not (may_read(conn) and len(rbuf) >= 4):
+                        break
                 size, = _unpack_size(rbuf, 0)
                 if size < 0:
                     zmtp = zmtp_signature(rbuf)
@@ -608,9 +580,28 @@ class KafkaListener:
 
     # ---- requests ----------------------------------------------------------------------------
 
-    def _on_request(self, conn: KafkaConnection, payload: bytearray, header) -> None:
+    def _produce_frames(self, conn: KafkaConnection) -> ProduceFrames | None:
+        """The dispatcher's one-pass Produce path over a read's frames, when
+        ``conn``'s requests may take it now (produce_frames.pyx's contract:
+        not on a SASL listener, no authorizer, no client quota); else None."""
+        dispatcher = self.dispatcher
+        answer = dispatcher.frames_at_once.get(_PRODUCE)
+        if (answer is None or conn.sasl is not None or conn.sasl_raw or dispatcher.gate is not None
+                or (dispatcher.quotas is not None and dispatcher.quotas.enabled)):
+            return None
+        frames = self.produce_frames
+        if frames is None or self._frames_answer is not answer:
+            versions = SUPPORTED_VERSIONS[_PRODUCE]
+            frames = self.produce_frames = ProduceFrames(
+                answer, NO_RESPONSE, versions[0], versions[1], self.max_request_bytes)
+            self._frames_answer = answer
+        return frames
+
+    def _on_request(self, conn: KafkaConnection, payload: bytearray, header,
+                    tried: bool = False) -> None:
         """``header``: the request's, peeked (None for a raw SASL token or a
-        frame too short to hold one)."""
+        frame too short to hold one); ``tried``: the one-pass path already
+        looked at it and left it to the generic decoder."""
         if conn.sasl is not None:
             try:
                 if self._on_sasl_request(conn, payload):
@@ -624,8 +615,9 @@ class KafkaListener:
                 and not self.dispatcher.serves(header.api_key)):
             self.relay.forward(self, conn, header, payload)
             return
-        if (header is not None and self.dispatcher.frames_at_once and self._answer_at_once(
-                conn, header, self.dispatcher.answer_frame_at_once, payload)):
+        if (header is not None and not tried and self.dispatcher.frames_at_once
+                and self._answer_at_once(conn, header, _one_pass(
+                    self.dispatcher.answer_frame_at_once, header, payload))):
             return
         try:
             # Kafka ignores bytes after a request body, and clients rely on it.
@@ -646,7 +638,7 @@ class KafkaListener:
             self._close(conn, str(exc))
             return
         if self.dispatcher.at_once and self._answer_at_once(
-                conn, header, self.dispatcher.answer_at_once, body):
+                conn, header, _one_pass(self.dispatcher.answer_at_once, header, body)):
             return
         self.dispatcher.dispatch(RequestContext(header, Listener.KAFKA, self, conn,
                                                 peer=conn.address, principal=conn.principal,
@@ -654,22 +646,20 @@ class KafkaListener:
                                                 listener_name=self.listener_name),
                                  body)
 
-    def _answer_at_once(self, conn: KafkaConnection, header, answer, request) -> bool:
+    def _answer_at_once(self, conn: KafkaConnection, header, result) -> bool:
         """Whether the dispatcher's one-pass path answered the request (the
-        common Produce: no RequestContext, no handler chain). ``answer`` is
-        the dispatcher's ``answer_at_once`` (``request``: the decoded body)
-        or ``answer_frame_at_once`` (``request``: the frame, not decoded:
-        answered without the generic codec's dicts)."""
-        try:
-            result = answer(header, request)
-        except Exception as exc:  # one request must not take the process down
-            log.exception("%s: %r request failed", self.name, header.api_key)
-            self.respond_error(conn, header, errors.UnknownServerError.code,
-                               f"{type(exc).__name__}: {exc}")
-            return True
+        common Produce: no RequestContext, no handler chain): ``result`` is
+        what its ``answer_at_once`` (of the decoded body) or
+        ``answer_frame_at_once`` (of the frame, not decoded: answered
+        without the generic codec's dicts) gave, or the exception it raised
+        (``_one_pass``); None: it did not take the request, nothing done."""
         if result is None:
             return False
-        if result is NO_RESPONSE:
+        if isinstance(result, Exception):
+            log.error("%s: %r request failed", self.name, header.api_key, exc_info=result)
+            self.respond_error(conn, header, errors.UnknownServerError.code,
+                               f"{type(result).__name__}: {result}")
+        elif result is NO_RESPONSE:
             self.unmute(conn, header)
         elif type(result) is dict:
             self.respond(conn, header, result)
@@ -1036,27 +1026,6 @@ class KafkaListener:
                 self._by_activity.move_to_end(conn.fd)
             self._process(conn)
 
-    @staticmethod
-    def _write_gathered(conn: KafkaConnection) -> bool:
-        """Write the bytes items at the head of ``conn``'s queue (up to
-        ``GATHERED_WRITES``, the next file region's header with MSG_MORE)
-        in one sendmsg; whether all of them went."""
-        queue = conn.out
-        run = []
-        for item in queue:
-            if type(item) is list or len(run) == GATHERED_WRITES:
-                break
-            run.append(item)
-        more = len(queue) > len(run) and type(queue[len(run)]) is list
-        n = conn.sock.sendmsg(run, (), socket.MSG_MORE if more else 0)
-        for item in run:
-            if n < len(item):
-                queue[0] = memoryview(item)[n:]
-                return False
-            n -= len(item)
-            queue.popleft()
-        return True
-
     def _flush(self, conn: KafkaConnection) -> None:
         queue, fd = conn.out, conn.fd
         try:
@@ -1083,7 +1052,7 @@ class KafkaListener:
                 elif not conn.tls and len(queue) > 1 and type(queue[1]) is not list:
                     # answers to requests read together (a producer's
                     # pipelined Produce requests): one write for all of them
-                    if not self._write_gathered(conn):
+                    if not conn.write_gathered():
                         break
                     continue
                 else:

@@ -29,6 +29,7 @@ import logging
 
 from kafkalite import errors
 from kafkalite._ext.leader_append import append_once
+from kafkalite._ext.produce_frames import answer_one_partition
 from kafkalite._ext.produce_wire import read_produce, write_produce_answer
 from kafkalite.errors import KafkaError
 from kafkalite.record.layout import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRODUCER_ID, PRODUCER
@@ -97,16 +98,21 @@ def answer_frame(rm, payload):
     if request is None:
         return None
     version, correlation_id, acks, topics = request
+    if len(topics) == 1 and len(topics[0][1]) == 1:
+        # one partition (librdkafka's request at many partitions), in one C
+        # pass; its one append wakes what waits on it as gathering would
+        return answer_one_partition(rm, version, correlation_id, acks, topics[0], NO_RESPONSE,
+                                    _answer_one_slowly)
     plan = qualifying(rm, acks, topics)
     if plan is None:
         return None
-    if len(plan) == 1 and len(plan[0][1]) == 1:
-        # one partition (librdkafka's request at many partitions): its one
-        # append wakes what waits on it as gathering would, without the gathering
+    with rm.gathered_wakeups():
         answers, refused = _append_all(rm, plan)
-    else:
-        with rm.gathered_wakeups():
-            answers, refused = _append_all(rm, plan)
+    return _answer(version, correlation_id, acks, answers, refused)
+
+
+def _answer(version: int, correlation_id: int, acks: int, answers: list, refused: bool):
+    """answer_frame's answer of ``_append_all``'s results."""
     if not acks:
         return NO_RESPONSE
     if refused:
@@ -114,14 +120,28 @@ def answer_frame(rm, payload):
     return write_produce_answer(version, correlation_id, answers)
 
 
-def _append_all(rm, request: list) -> tuple[list, bool]:
+def _answer_one_slowly(rm, plan: list, version: int, correlation_id: int, acks: int,
+                       refusal: KafkaError | None):
+    """answer_one_partition's request that ``append_once`` did not serve:
+    its batch refused with ``refusal``, or (None) appended through
+    ``ReplicaManager.append``."""
+    if refusal is None:
+        answers, refused = _append_all(rm, plan, once=False)
+    else:
+        (name, ((index, part, _),)), = plan
+        answers, refused = [(name, [_refused(rm, part, index, refusal)])], True
+    return _answer(version, correlation_id, acks, answers, refused)
+
+
+def _append_all(rm, request: list, once: bool = True) -> tuple[list, bool]:
     """([(topic name, [answer])], whether any was refused) of
     ``request``'s appends (qualifying's shape): each partition's through
     ``ReplicaManager.append``, the one write path (high watermark, leader
     states, stats, wake-ups), or, for the common one-batch append, its
     steps in one pass (ext/leader_append.pyx: the same steps, a dozen
-    Python calls fewer a partition). An answer is (index, base offset, log
-    append time, log start offset), or a refused partition's response dict."""
+    Python calls fewer a partition; not tried when ``once`` is False). An
+    answer is (index, base offset, log append time, log start offset), or a
+    refused partition's response dict."""
     answers = []
     refused = False
     append = rm.append
@@ -129,9 +149,9 @@ def _append_all(rm, request: list) -> tuple[list, bool]:
         outs = []
         for index, part, records in parts:
             try:
-                once = append_once(rm, part, records, index)
-                if once is not None:
-                    outs.append(once)
+                done = append_once(rm, part, records, index) if once else None
+                if done is not None:
+                    outs.append(done)
                     continue
                 info = append(part, records)
             except KafkaError as exc:

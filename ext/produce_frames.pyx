@@ -1,0 +1,184 @@
+# cython: language_level=3
+"""The Produce requests at the head of a Kafka connection's read buffer,
+split off and answered in one call, for the worker's Kafka listener
+(kafkalite/server/network/kafka_listener.py, issue 72).
+
+librdkafka at 100 partitions sends about one Produce request per message,
+and the listener's Python steps around each one -- the size prefix, a copy
+of the frame, a ``RequestHeader``, a slot in the connection's queue of
+requests waiting for answers, the dispatcher's checks and clock reads, then
+the slot filled and emptied again -- cost about as much as the append. A
+request answered at once never needs its slot: when nothing read earlier
+is still waiting for its answer, its answer can go straight after the
+answers already queued, and the order Kafka requires (answers in request
+order per connection) holds by construction. ``ProduceFrames.serve``
+walks the complete frames of one read that way, each through the
+one-pass Produce path (``ReplicaManager.produce_frame_at_once``), and
+appends their answers to the connection's write queue, which the listener
+then writes in one ``sendmsg``.
+
+Frame (Kafka's): size int32, then size bytes: request header v1/v2 =>
+api_key int16, api_version int16, correlation_id int32, ...
+
+Contract: ``serve`` is called only while the connection has no request
+waiting for an answer, the dispatcher has no authorizer and no client
+quota to apply, and the connection is not on a SASL listener (the
+listener checks; those need a request context, or a check of the SASL
+session on each request). It takes frames from the
+head of the buffer while each is complete, within ``0..max_request_bytes``,
+at least 8 bytes (the header's api key, version and correlation id, so
+that the listener can peek at a frame handed back), a Produce request of
+a version in ``first_version..last_version``, and the
+one-pass path answers it with a frame (bytes) or ``no_response`` (acks 0:
+nothing queued). It stops *before* the first frame it may not take (not a
+Produce, incomplete, a bad size: the listener's own steps serve or refuse
+it), and *after* the first Produce the path answered otherwise (None: not
+the common kind, nothing done; a response body: a refused batch; or an
+exception the path raised), handing that frame and its result back so the
+listener carries on from where the path left it, as it would have
+without this loop. The caller deletes the bytes consumed from the buffer.
+Each request answered is timed into ``stats`` (a metrics.RequestStats, or
+None) as the dispatcher times the one-pass path.
+
+``answer_one_partition`` is that path's common request -- one partition,
+one batch -- in one C pass: reading it, checking it, appending it
+(``append_once``) and writing its answer were 14,800 instructions of
+Python around the append's 31,400 (callgrind, one-record 1 KB requests
+to 100 partitions; docs/performance.md).
+"""
+cimport cython
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, \
+    PyByteArray_GET_SIZE
+from libc.stdint cimport int64_t, uint8_t, uint32_t
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+from wire_c cimport KL_ATTR_TRANSACTIONAL, KL_OFF_ATTRIBUTES, KL_OFF_RECORDS_COUNT
+
+from kafkalite._ext.leader_append import append_once
+from kafkalite._ext.produce_wire import write_produce_answer
+from kafkalite.errors import KafkaError
+
+cdef enum:
+    PRODUCE = 0
+    SIZE_BYTES = 4          # the frame's size prefix
+    # api_key int16, api_version int16, correlation_id int32: what the
+    # listener peeks of a frame handed back (peek_request_header)
+    PEEKED_BYTES = 8
+
+
+cdef inline double _monotonic() noexcept:
+    # time.perf_counter's clock on Linux, without a Python call
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+cdef inline int64_t _be32(const uint8_t* p) noexcept:
+    return <int>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
+
+
+@cython.final
+cdef class ProduceFrames:
+    """The one-pass Produce path (``answer``: payload -> the answer's
+    frame, a response body, ``no_response`` or None) applied to a read
+    buffer's frames (module docstring)."""
+
+    cdef object answer
+    cdef object no_response
+    cdef int64_t first_version, last_version, max_request_bytes
+    # requests answered here, for the listener's tests and metrics
+    cdef public int64_t served
+
+    def __init__(self, answer, no_response, int first_version, int last_version,
+                 int64_t max_request_bytes):
+        self.answer = answer
+        self.no_response = no_response
+        self.first_version = first_version
+        self.last_version = last_version
+        self.max_request_bytes = max_request_bytes
+        self.served = 0
+
+    def serve(self, bytearray rbuf not None, out, stats):
+        """(bytes consumed, payload, result): the frames at the head of
+        ``rbuf`` answered (their answers appended to ``out``), and the
+        Produce frame the path did not answer with a frame -- its payload
+        (a writable copy) and the path's result or exception -- or (n,
+        None, None) when it stopped before a frame it may not take."""
+        cdef Py_ssize_t pos = 0, end
+        cdef const uint8_t* p
+        cdef int64_t size, api_key, version
+        cdef bytearray payload
+        cdef double started
+        cdef object result
+        append = out.append
+        no_response = self.no_response
+        while True:
+            # the buffer is re-read each time: the path may run code that
+            # grows nothing here, but the pointer is cheap to take again
+            p = <const uint8_t*>PyByteArray_AS_STRING(rbuf)
+            end = PyByteArray_GET_SIZE(rbuf)
+            if end - pos < SIZE_BYTES + PEEKED_BYTES:
+                return pos, None, None
+            size = _be32(p + pos)
+            if size < PEEKED_BYTES or size > self.max_request_bytes \
+                    or end - pos - SIZE_BYTES < size:
+                return pos, None, None
+            api_key = <short>((p[pos + 4] << 8) | p[pos + 5])
+            version = <short>((p[pos + 6] << 8) | p[pos + 7])
+            if api_key != PRODUCE or not self.first_version <= version <= self.last_version:
+                return pos, None, None
+            # a writable copy: the log patches the batch's header in place
+            payload = PyByteArray_FromStringAndSize(
+                <const char*>(p + pos + SIZE_BYTES), size)
+            pos += SIZE_BYTES + size
+            started = _monotonic()
+            try:
+                result = self.answer(payload)
+            except Exception as exc:
+                return pos, payload, exc
+            if result is None:
+                return pos, payload, None
+            if stats is not None:
+                stats.observe(PRODUCE, _monotonic() - started)
+            if result is no_response:
+                self.served += 1
+                continue
+            if type(result) is dict:
+                return pos, payload, result
+            append(result)
+            self.served += 1
+
+
+def answer_one_partition(rm, int version, int correlation_id, int acks, tuple topic,
+                         no_response, slow):
+    """``produce_at_once.answer_frame`` for a request of one partition
+    (librdkafka's at many partitions; ``topic``: read_produce's (name,
+    [(index, records)]) of it) in one C pass: the checks of
+    ``produce_at_once.qualifying``, ``append_once``, the answer's frame
+    written (``no_response`` for acks 0). None when the request is not the
+    common kind, nothing done. When ``append_once`` does not serve the
+    append, or the log refuses the batch, ``slow(rm, plan, version,
+    correlation_id, acks, refusal)`` answers it (plan: qualifying's shape;
+    refusal: the KafkaError, or None: to be appended through
+    ``ReplicaManager.append``)."""
+    name, partition_data = topic
+    index, records = partition_data[0]
+    if acks != 1 and acks != 0 and acks != -1:
+        return None
+    part = rm.partitions.get((name, index))
+    # qualifying's checks, one partition
+    if (part is None or part.leader_id != part.broker_id or len(records) < KL_OFF_RECORDS_COUNT
+            or records[KL_OFF_ATTRIBUTES + 1] & KL_ATTR_TRANSACTIONAL):
+        return None
+    if acks == -1 and (len(part.isr) != 1 or part.pending_isr is not None
+                       or part.under_min_isr):
+        return None
+    try:
+        once = append_once(rm, part, records, index)
+    except KafkaError as exc:
+        return slow(rm, [(name, [(index, part, records)])], version, correlation_id, acks, exc)
+    if once is None:
+        return slow(rm, [(name, [(index, part, records)])], version, correlation_id, acks, None)
+    if not acks:
+        return no_response
+    return write_produce_answer(version, correlation_id, [(name, [once])])
