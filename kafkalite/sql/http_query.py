@@ -138,8 +138,14 @@ class QueryApp:
         def authorize(topic: str) -> None:
             if not access.may(Op.READ, Res.TOPIC, topic):
                 raise QueryError(f"not authorized to read topic {topic!r}", "denied")
+
+        def authorize_write(topic: str) -> None:
+            # a persistent query's output (persistent.py): it runs with its creator's rights
+            if not access.may(Op.WRITE, Res.TOPIC, topic):
+                raise QueryError(f"not authorized to write topic {topic!r}", "denied")
         return Session(self.client_config, self._registry(), basic_credentials(environ),
-                       authorize=authorize)
+                       authorize=authorize, authorize_write=authorize_write,
+                       principal=access.principal)
 
     def _registry(self) -> str | None:
         """The node's schema registry URL (None: it serves none)."""

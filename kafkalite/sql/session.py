@@ -43,6 +43,7 @@ EMIT_CHANGES = re.compile(r"\s+EMIT\s+CHANGES\s*;?\s*$", re.IGNORECASE)
 # what a per-batch run of a query would answer wrongly: EMIT CHANGES refuses them
 _NOT_PER_RECORD = re.compile(r"\b(GROUP\s+BY|ORDER\s+BY|LIMIT|HAVING|JOIN|DISTINCT|OVER|"
                              r"WINDOW|QUALIFY|UNION|INTERSECT|EXCEPT)\b", re.IGNORECASE)
+_QUOTED = re.compile(r'"(?:[^"]|"")*"|\'(?:[^\']|\'\')*\'')
 DEFAULT_MEMORY_LIMIT = "1GB"
 DEFAULT_THREADS = 2
 
@@ -65,8 +66,12 @@ class Session:
 
     def __init__(self, client_config: dict, registry_url: str | None = None,
                  registry_user_info: str | None = None, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-                 threads: int = DEFAULT_THREADS, timeout: float = 30.0, authorize=None):
+                 threads: int = DEFAULT_THREADS, timeout: float = 30.0, authorize=None,
+                 authorize_write=None, principal: str | None = None):
         self.client_config = client_config
+        # persistent queries (persistent.py): Write on a CREATE STREAM's
+        # output, and who created it (None: the owner's tools)
+        self._authorize_write, self.principal = authorize_write, principal
         self.registry = values.registry_client(registry_url, registry_user_info) \
             if registry_url else None
         self.memory_limit, self.threads, self.timeout = memory_limit, threads, timeout
@@ -78,8 +83,13 @@ class Session:
     # ---- ad-hoc queries -------------------------------------------------------------------------
 
     def query(self, sql: str) -> pa.RecordBatchReader:
-        """The answer of ``sql`` (no EMIT CHANGES) as a stream of batches."""
+        """The answer of ``sql`` (no EMIT CHANGES) as a stream of batches;
+        a persistent-query statement's (CREATE STREAM, SHOW QUERIES,
+        EXPLAIN, TERMINATE: persistent.py) too."""
         sql = sql.strip().rstrip(";")
+        from kafkalite.sql import persistent
+        if persistent.is_statement(sql):
+            return persistent.Statements(self).run(sql).to_reader()
         con = self._connect()
         try:        # an interrupt lands in whichever DuckDB call runs (_run)
             for topic in self._topics_named(sql):
@@ -130,35 +140,17 @@ class Session:
 
     @staticmethod
     def is_push(sql: str) -> bool:
-        return EMIT_CHANGES.search(sql) is not None
+        # ksqlDB's CREATE STREAM ... AS SELECT ... EMIT CHANGES is a persistent query
+        from kafkalite.sql import persistent
+        return EMIT_CHANGES.search(sql) is not None and not persistent.is_statement(sql)
 
     def emit_changes(self, sql: str):
         """Batches of the answer of ``sql`` (ending in EMIT CHANGES) over each
         batch of new records, until ``interrupt`` or the caller closes the
         generator. An empty batch now and then (a wait without records)."""
         sql = EMIT_CHANGES.sub("", sql.strip())
-        con = self._connect()
-        topics = self._topics_named(sql)
-        if len(topics) != 1:
-            raise QueryError("EMIT CHANGES runs over exactly one topic (a SELECT ... FROM topic "
-                             "WHERE ...)")
-        refused = _NOT_PER_RECORD.search(sql)
-        if refused:
-            raise QueryError(f"EMIT CHANGES takes a SELECT ... WHERE over one topic; "
-                             f"{' '.join(refused[1].upper().split())} is not supported with it "
-                             f"(position {refused.start(1) + 1})")
-        topic = topics[0]
-        decoded = values.for_topic(self.registry, topic)
-        schema = topic_source.BASE_SCHEMA if decoded is None else \
-            pa.schema([*topic_source.BASE_SCHEMA, *decoded.fields])
-        try:
-            con.execute("SET lock_configuration = true")
-        except duckdb.Error as exc:
-            raise self._error(exc, sql) from None
-        # an aggregate answers a row even over no records: per batch it would be wrong
-        if self._run(con, sql, topic, schema.empty_table()).num_rows:
-            raise QueryError("EMIT CHANGES takes a SELECT ... WHERE over one topic; an "
-                             "aggregate (count, sum, ...) is not supported with it")
+        topic, decoded, schema = self._per_record(sql, "EMIT CHANGES")
+        con = self._con
         for batch in _with_values(topic_source.tail(self.client_config, topic, self.timeout),
                                   decoded, schema):
             if self._interrupted:
@@ -172,6 +164,49 @@ class Session:
             # an empty answer has no batches: one empty batch lets the caller check a stop
             yield from answer.to_batches() if answer.num_rows else \
                 [pa.RecordBatch.from_pylist([], schema=answer.schema)]
+
+    def per_record_topics(self, sql: str, what: str) -> list[str]:
+        """[the one topic] of ``sql``, a SELECT whose answer over a topic is
+        the union of its answers over each batch of the topic (a filter and
+        projection): QueryError naming what is not, for ``what``. Its
+        DuckDB errors (unknown column, type mismatch) too."""
+        return [self._per_record(sql, what)[0]]
+
+    def _per_record(self, sql: str, what: str):
+        """(topic, decoded value columns, schema) of a per-record ``sql``,
+        checked over an empty batch on a fresh connection (``self._con``)."""
+        con = self._connect()
+        names, topics = self._table_names(sql), self._topics_named(sql)
+        if not topics and names:
+            raise describe(duckdb.CatalogException(f"Table with name {names[0]} does not "
+                                                   f"exist!"), sql, self._topic_names)
+        if len(topics) != 1:
+            raise QueryError(f"{what} runs over exactly one topic (a SELECT ... FROM topic "
+                             f"WHERE ...)")
+        # not in a quoted name or a string: a topic "late-orders-over-1h" is no OVER
+        refused = _NOT_PER_RECORD.search(_QUOTED.sub(lambda m: " " * len(m[0]), sql))
+        if refused:
+            raise QueryError(f"{what} takes a SELECT ... WHERE over one topic; "
+                             f"{' '.join(refused[1].upper().split())} is not supported with it "
+                             f"(position {refused.start(1) + 1})")
+        topic = topics[0]
+        decoded = values.for_topic(self.registry, topic)
+        schema = topic_source.BASE_SCHEMA if decoded is None else \
+            pa.schema([*topic_source.BASE_SCHEMA, *decoded.fields])
+        try:
+            con.execute("SET lock_configuration = true")
+        except duckdb.Error as exc:
+            raise self._error(exc, sql) from None
+        # an aggregate answers a row even over no records: per batch it would be wrong
+        if self._run(con, sql, topic, schema.empty_table()).num_rows:
+            raise QueryError(f"{what} takes a SELECT ... WHERE over one topic; an "
+                             f"aggregate (count, sum, ...) is not supported with it")
+        return topic, decoded, schema
+
+    def authorize_write(self, topic: str) -> None:
+        """QueryError(kind="denied") unless the user may write ``topic``."""
+        if self._authorize_write is not None:
+            self._authorize_write(topic)
 
     def _run(self, con, sql: str, topic: str, table: pa.Table) -> pa.Table:
         try:
@@ -201,16 +236,19 @@ class Session:
                 "memory_limit": self.memory_limit, "threads": self.threads})
             return self._con
 
-    def _topics_named(self, sql: str) -> list[str]:
-        """The tables ``sql`` names that are topics, checked by ``authorize``."""
+    def _table_names(self, sql: str) -> list[str]:
         try:
-            names = sorted(duckdb.get_table_names(sql))
+            return sorted(duckdb.get_table_names(sql))
         except duckdb.BinderException:
             # get_table_names binds the query, and some queries bind only
             # with their tables' columns (JOIN ... USING): the parser's tree then
-            names = _parsed_table_names(sql)
+            return _parsed_table_names(sql)
         except duckdb.Error as exc:
             raise self._error(exc, sql) from None
+
+    def _topics_named(self, sql: str) -> list[str]:
+        """The tables ``sql`` names that are topics, checked by ``authorize``."""
+        names = self._table_names(sql)
         if self.authorize is not None:
             for name in names:
                 self.authorize(name)
