@@ -89,7 +89,10 @@ class Session:
         sql = sql.strip().rstrip(";")
         from kafkalite.sql import persistent
         if persistent.is_statement(sql):
-            return persistent.Statements(self).run(sql).to_reader()
+            answer = persistent.Statements(self).run(sql)
+            # one batch even when empty: the HTTP answer's header is the first batch's columns
+            return pa.RecordBatchReader.from_batches(answer.schema, answer.to_batches() or [
+                pa.RecordBatch.from_pylist([], schema=answer.schema)])
         con = self._connect()
         try:        # an interrupt lands in whichever DuckDB call runs (_run)
             for topic in self._topics_named(sql):
