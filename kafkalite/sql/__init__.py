@@ -15,7 +15,8 @@ Modules: topic_source.py (a topic as a RecordBatchReader), values.py (the
 registry's value columns), session.py (the DuckDB connection: which
 topics a query names, errors as one line, EMIT CHANGES), http_query.py
 (``POST /query`` on the node's HTTP port), persistent.py (CREATE STREAM
-AS SELECT, SHOW QUERIES, TERMINATE), query_runner.py (the process that
+AS SELECT, SHOW QUERIES, TERMINATE), queries_topic.py (their records),
+errors.py (QueryError, DuckDB's errors as one line), query_runner.py (the process that
 runs the persistent queries, spawned by the server).
 
 Which process runs it: the ``kafkalite sql`` command's, and the
@@ -25,11 +26,8 @@ a client of the broker, tests/test_layers.py), DuckDB and pyarrow.
 """
 from kafkalite._lazy import lazy_exports
 
-# persistent queries' records (persistent.py); here, not there, so that the
-# idle query runner (query_runner.py) names it without importing pyarrow
-QUERIES_TOPIC = "_kafkalite_queries"
-
-__all__ = ["QUERIES_TOPIC", "QueryError", "Session"]
+__all__ = ["QueryError", "Session"]
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "kafkalite.sql.session": ("QueryError", "Session"),
+    "kafkalite.sql.errors": ("QueryError",),
+    "kafkalite.sql.session": ("Session",),
 })

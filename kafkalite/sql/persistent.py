@@ -10,12 +10,7 @@ sides of the one record that describes it:
   ``kafkalite sql`` command and ``POST /query``): checked here (one
   input topic, a SELECT whose rows are per record, the user's Read on
   the input and Write on the output), then recorded in the compacted
-  topic QUERIES_TOPIC, one partition:
-
-      key "query/<ID>"   {"id", "sql", "select", "input", "output",
-                          "principal", "created_ms"}   (a tombstone: terminated)
-      key "status/<ID>"  {"state": RUNNING | ERROR, "error", "host"}
-                          (written by the runner that runs it)
+  topic of queries (queries_topic.py: its record format);
 
 - the plan (``QueryPlan``, used by the runner): the SELECT split, through
   DuckDB's own parse tree, into the WHERE (a mask over a batch of input
@@ -43,12 +38,12 @@ import time
 import duckdb
 import pyarrow as pa
 
+from kafkalite.sql.errors import QueryError
+from kafkalite.sql.queries_topic import (QUERIES_TOPIC, ensure_queries_topic, query_key,
+                                         read_queries, status_key)
 from kafkalite.sql.topic_source import BASE_SCHEMA
 
-from kafkalite.sql import QUERIES_TOPIC
-
 APPLICATION_PREFIX = "_kafkalite-query-"     # a query's Streams application.id's
-RUNNING, ERROR, PENDING = "RUNNING", "ERROR", "PENDING"
 
 _NAME = r'"[^"]+"|[A-Za-z_][\w.\-]*'
 CREATE_STREAM = re.compile(rf"^\s*CREATE\s+STREAM\s+({_NAME})\s+AS\s+(.*?)\s*;?\s*$",
@@ -57,6 +52,8 @@ SHOW_QUERIES = re.compile(r"^\s*(?:SHOW|LIST)\s+QUERIES\s*;?\s*$", re.IGNORECASE
 TERMINATE = re.compile(r"^\s*TERMINATE\s+(\S+?)\s*;?\s*$", re.IGNORECASE)
 # EXPLAIN of a query id only: EXPLAIN SELECT ... stays DuckDB's
 EXPLAIN = re.compile(r"^\s*(?:EXPLAIN|DESCRIBE)\s+(CSAS_\w+)\s*;?\s*$", re.IGNORECASE)
+# ksqlDB's CREATE STREAM ... AS SELECT ... ends with it; the query's nature, not a clause
+_EMIT_CHANGES = re.compile(r"\s+EMIT\s+CHANGES\s*$", re.IGNORECASE)
 _STARTS = re.compile(r"^\s*(?:(?:CREATE\s+STREAM|SHOW\s+QUERIES|LIST\s+QUERIES|TERMINATE)\b|"
                      r"(?:EXPLAIN|DESCRIBE)\s+CSAS_)", re.IGNORECASE)
 
@@ -71,14 +68,6 @@ def application_id(query: dict) -> str:
     prefix): with its creation time, so that a query created after another
     of the same id was terminated starts afresh, not from its offsets."""
     return f"{APPLICATION_PREFIX}{query['id']}-{query['created_ms']}"
-
-
-def query_key(query_id: str) -> bytes:
-    return f"query/{query_id}".encode()
-
-
-def status_key(query_id: str) -> bytes:
-    return f"status/{query_id}".encode()
 
 
 # ---- the plan: the SELECT as a mask and a projection over one batch -----------------------------
@@ -125,7 +114,7 @@ class QueryPlan:
         return self._run(self.mask_sql, batch).column(0).combine_chunks().fill_null(False)
 
     def values(self, batch: pa.RecordBatch) -> pa.Array:
-        from kafkalite.sql.session import json_cell
+        from kafkalite.sql.values import json_cell
         answer = self._run(self.project_sql, batch)
         names = answer.column_names
         columns = [c.to_pylist() for c in answer.columns]
@@ -177,7 +166,6 @@ class Statements:
         self.session = session
 
     def run(self, sql: str) -> pa.Table:
-        from kafkalite.sql.session import QueryError
         if (m := CREATE_STREAM.match(sql)):
             return self.create_stream(m[1], m[2], sql)
         if SHOW_QUERIES.match(sql):
@@ -190,10 +178,8 @@ class Statements:
                          "SHOW QUERIES, EXPLAIN <query id> or TERMINATE <query id>", "syntax")
 
     def create_stream(self, name: str, select: str, sql: str) -> pa.Table:
-        from kafkalite.sql.session import QueryError
-        from kafkalite.sql.session import EMIT_CHANGES
         output = name[1:-1] if name.startswith('"') else name
-        select = EMIT_CHANGES.sub("", select)       # ksqlDB's form ends with it
+        select = _EMIT_CHANGES.sub("", select)      # ksqlDB's form ends with it
         try:
             inputs = self.session.per_record_topics(select, "CREATE STREAM ... AS SELECT")
         except QueryError as exc:
@@ -215,7 +201,7 @@ class Statements:
         try:
             plan.check()
         except duckdb.Error as exc:
-            from kafkalite.sql.session import describe
+            from kafkalite.sql.errors import describe
             raise QueryError(f"CREATE STREAM {output}: {describe(exc, select)} (a persistent "
                              f"query sees the columns partition, offset, timestamp, key, value, "
                              f"headers; not the registry's value columns yet)",
@@ -264,7 +250,6 @@ class Statements:
         return pa.table({"query_id": [q["id"]], "message": [f"Query {q['id']} terminated"]})
 
     def _one(self, query_id: str) -> dict:
-        from kafkalite.sql.session import QueryError
         queries = self.queries()
         q = queries.get(query_id.upper())
         if q is None:
@@ -288,8 +273,7 @@ class Statements:
             for key, value in records.items():
                 producer.produce(QUERIES_TOPIC, value, key=key)
             if producer.flush(self.session.timeout):
-                from kafkalite.sql.session import QueryError
-                raise QueryError(f"the query could not be recorded in {QUERIES_TOPIC}")
+                        raise QueryError(f"the query could not be recorded in {QUERIES_TOPIC}")
         finally:
             producer.close()
 
@@ -314,51 +298,3 @@ def _new_id(output: str, queries: dict) -> str:
     n = 1 + max((int(i.rsplit("_", 1)[1]) for i in queries if i.rsplit("_", 1)[1].isdigit()),
                 default=-1)
     return f"{base}_{n}"
-
-
-def ensure_queries_topic(client_config: dict, timeout: float) -> None:
-    from kafkalite import errors
-    from kafkalite.client import AdminClient, NewTopic
-    admin = AdminClient(client_config)
-    try:
-        if QUERIES_TOPIC in admin.list_topics(timeout=timeout).topics:
-            return
-        future = admin.create_topics([NewTopic(QUERIES_TOPIC, 1, config={
-            "cleanup.policy": "compact"})])[QUERIES_TOPIC]
-        try:
-            future.result(timeout)
-        except errors.TopicAlreadyExistsError:
-            pass
-    finally:
-        admin.close()
-
-
-def apply_record(queries: dict, statuses: dict, key: bytes, value: bytes | None) -> None:
-    """One record of QUERIES_TOPIC into ``queries`` / ``statuses`` (by id)."""
-    kind, _, query_id = key.decode().partition("/")
-    target = queries if kind == "query" else statuses if kind == "status" else None
-    if target is None:
-        return
-    if value is None:
-        target.pop(query_id, None)
-    else:
-        target[query_id] = json.loads(value)
-
-
-def read_queries(client_config: dict, timeout: float) -> dict:
-    from kafkalite.sql import topic_source
-    queries, statuses = {}, {}
-    try:
-        for batch in topic_source.history(client_config, QUERIES_TOPIC, timeout):
-            for key, value in zip(batch.column("key").to_pylist(),
-                                  batch.column("value").to_pylist()):
-                apply_record(queries, statuses, key, value)
-    except Exception as exc:     # noqa: BLE001 -- no topic yet: no queries
-        if "does not exist" not in str(exc):
-            raise
-    out = {}
-    for query_id in sorted(queries):
-        status = statuses.get(query_id, {})
-        out[query_id] = {**queries[query_id], "state": status.get("state", PENDING),
-                         "error": status.get("error"), "host": status.get("host")}
-    return out

@@ -48,7 +48,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 log = logging.getLogger("kafkalite.sql.query_runner")
 
@@ -127,7 +126,7 @@ class Runner:
         (some 5 s of CPU, 100 MB) are imported by a node that has queries,
         not by every server started. False: told to stop first."""
         from kafkalite.client import AdminClient
-        from kafkalite.sql import QUERIES_TOPIC
+        from kafkalite.sql.queries_topic import QUERIES_TOPIC
         admin = AdminClient(self.client_config)
         try:
             while not self.stop.is_set() and self._parent_alive():
@@ -143,11 +142,11 @@ class Runner:
 
     def _follow(self) -> None:
         from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-        from kafkalite.sql import persistent
+        from kafkalite.sql import queries_topic
         self.state_dir = tempfile.mkdtemp(prefix="kafkalite-queries-")
         consumer = Consumer({**self.client_config, "isolation.level": "read_committed",
                              "enable.auto.commit": False})
-        consumer.assign([TopicPartition(persistent.QUERIES_TOPIC, 0, OFFSET_BEGINNING)])
+        consumer.assign([TopicPartition(queries_topic.QUERIES_TOPIC, 0, OFFSET_BEGINNING)])
         self._producer = Producer({**self.client_config, "acks": "all",
                                    "enable.idempotence": True})
         try:
@@ -160,7 +159,7 @@ class Runner:
                 batch = consumer.consume_batch(POLL_S)
                 for key, value in zip(batch.column("key").to_pylist(),
                                       batch.column("value").to_pylist()):
-                    persistent.apply_record(self.wanted, self.statuses, key, value)
+                    queries_topic.apply_record(self.wanted, self.statuses, key, value)
                 self._reconcile()
         finally:
             for query_id in list(self.running):
@@ -215,7 +214,7 @@ class Runner:
             log.warning("query %s did not close cleanly: %s", query_id, _one_line(exc))
 
     def _tell(self, query_id: str, state: str, error: str | None) -> None:
-        from kafkalite.sql.persistent import QUERIES_TOPIC, status_key
+        from kafkalite.sql.queries_topic import QUERIES_TOPIC, status_key
         if self.told.get(query_id) == (state, error):
             return
         self.told[query_id] = (state, error)

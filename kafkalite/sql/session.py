@@ -29,7 +29,6 @@ one thread per Session but for ``interrupt``.
 """
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import threading
@@ -38,6 +37,10 @@ import duckdb
 import pyarrow as pa
 
 from kafkalite.sql import topic_source, values
+from kafkalite.sql.errors import QueryError, describe
+from kafkalite.sql.values import json_cell
+
+__all__ = ["QueryError", "Session", "describe", "json_cell"]    # json_cell, describe: re-exported
 
 EMIT_CHANGES = re.compile(r"\s+EMIT\s+CHANGES\s*;?\s*$", re.IGNORECASE)
 # what a per-batch run of a query would answer wrongly: EMIT CHANGES refuses them
@@ -46,15 +49,6 @@ _NOT_PER_RECORD = re.compile(r"\b(GROUP\s+BY|ORDER\s+BY|LIMIT|HAVING|JOIN|DISTIN
 _QUOTED = re.compile(r'"(?:[^"]|"")*"|\'(?:[^\']|\'\')*\'')
 DEFAULT_MEMORY_LIMIT = "1GB"
 DEFAULT_THREADS = 2
-
-
-class QueryError(ValueError):
-    """A query refused or failed: ``str()`` is one line. ``kind``: syntax,
-    unknown_topic, unknown_column, denied, cancelled, invalid."""
-
-    def __init__(self, message: str, kind: str = "invalid"):
-        super().__init__(message)
-        self.kind = kind
 
 
 class Session:
@@ -319,71 +313,3 @@ def _with_values(batches, decoded, schema: pa.Schema):
             batch = pa.RecordBatch.from_arrays(
                 [*batch.columns, *decoded.arrays(batch.column("value"))], schema=schema)
         yield batch
-
-
-_UNKNOWN_TABLE = re.compile(r"Table with name (.+?) does not exist!")
-_UNKNOWN_COLUMN = re.compile(r'Referenced column (".+?") not found in FROM clause!')
-
-
-def describe(exc: Exception, sql: str, topic_names=None) -> QueryError:
-    """DuckDB's error as one line: what is wrong, then where (line and
-    column of the query) when DuckDB shows it. ``topic_names()``: for a
-    "did you mean" after an unknown topic."""
-    text = str(exc)
-    lines = text.split("\n")
-    first = lines[0]
-    kind_name, _, message = first.partition(": ")
-    if not message:
-        kind_name, message = "", first
-    where = _position(lines, sql)
-    kind = "invalid"
-    if kind_name == "Parser Error":
-        kind = "syntax"
-    elif (m := _UNKNOWN_TABLE.search(message)):
-        kind, name = "unknown_topic", m[1]
-        message = f"unknown topic {name}"
-        close = difflib.get_close_matches(name, sorted(topic_names()), n=1) if topic_names else []
-        if close:
-            message += f" (did you mean {close[0]!r}?)"
-    elif (m := _UNKNOWN_COLUMN.search(message)):
-        kind = "unknown_column"
-        candidates = next((ln for ln in lines[1:] if ln.startswith("Candidate bindings: ")), "")
-        message = f"unknown column {m[1]}" + (
-            f" (candidates: {candidates[len('Candidate bindings: '):]})" if candidates else "")
-    elif kind_name == "Out of Memory Error":
-        message = f"the query needs more memory than its limit: {message}"
-    return QueryError(message.rstrip(".!") + (f" at {where}" if where else ""), kind)
-
-
-def _position(lines: list[str], sql: str) -> str:
-    """'line L, column C' of DuckDB's caret under its ``LINE L: ...`` excerpt."""
-    for i, line in enumerate(lines[:-1]):
-        m = re.match(r"LINE (\d+): ", line)
-        if not m or "^" not in lines[i + 1]:
-            continue
-        number, excerpt = int(m[1]), line[m.end():]
-        caret = lines[i + 1].index("^") - m.end()
-        if excerpt.startswith("..."):
-            excerpt, caret = excerpt[3:], caret - 3
-        excerpt = excerpt[:-3] if excerpt.endswith("...") else excerpt
-        source = sql.split("\n")[number - 1] if number <= sql.count("\n") + 1 else ""
-        start = source.find(excerpt.rstrip()) if excerpt.strip() else -1
-        column = (start if start >= 0 else 0) + caret + 1
-        return f"line {number}, column {column}"
-    return ""
-
-
-def json_cell(v):
-    """A cell of an answer as JSON's types: bytes as UTF-8 text (\\x escapes
-    for bytes that are not), times and dates ISO 8601, decimals as text."""
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "backslashreplace")
-    if isinstance(v, dict):
-        return {k: json_cell(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [json_cell(x) for x in v]
-    if hasattr(v, "isoformat"):
-        return v.isoformat()
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    return str(v)
