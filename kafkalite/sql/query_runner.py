@@ -131,7 +131,7 @@ class Runner:
         try:
             while not self.stop.is_set() and self._parent_alive():
                 try:
-                    if QUERIES_TOPIC in admin.list_topics(timeout=10).topics:
+                    if QUERIES_TOPIC in admin.list_topics(timeout=IDLE_POLL_S).topics:
                         return True
                 except Exception as exc:      # noqa: BLE001 -- the node is starting or stopping
                     log.debug("no topic list yet: %s", exc)
