@@ -48,10 +48,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 log = logging.getLogger("kafkalite.sql.query_runner")
 
 RESTART_DELAY_S = 1.0
+RETRY_S, MAX_RETRY_S = 2.0, 60.0        # a failed query's backoff before it starts again
 STOP_TIMEOUT_S = 20.0
 POLL_S = 0.5
 IDLE_POLL_S = 2.0       # how often an idle runner looks for QUERIES_TOPIC
@@ -112,6 +114,8 @@ class Runner:
         self.statuses: dict[str, dict] = {}     # what QUERIES_TOPIC says of each
         self.running: dict[str, object] = {}    # id -> KafkaStreams
         self.told: dict[str, tuple] = {}        # id -> (state, error) this runner wrote
+        self.failures: dict[str, int] = {}      # id -> failed starts and runs so far
+        self.retry_at: dict[str, float] = {}    # id -> when to start it again (monotonic)
         self.stop = threading.Event()
         self._producer = None
 
@@ -176,15 +180,32 @@ class Runner:
     def _reconcile(self) -> None:
         for query_id in [q for q in self.running if q not in self.wanted]:
             self._stop_query(query_id)
+        for query_id in [q for q in self.told if q not in self.wanted]:
             self.told.pop(query_id, None)
-        for query_id, query in self.wanted.items():
-            if query_id not in self.running and query_id not in self.told:
-                self._start_query(query)
-        for query_id, streams in self.running.items():
+            self.retry_at.pop(query_id, None)
+            self.failures.pop(query_id, None)
+        for query_id, streams in list(self.running.items()):
             if streams.state == streams.RUNNING:
                 self._tell(query_id, "RUNNING", None)
             elif streams.state == streams.ERROR:
-                self._tell(query_id, "ERROR", _one_line(streams.error))
+                self._failed(query_id, streams.error)
+                self._stop_query(query_id)
+        now = time.monotonic()
+        for query_id, query in self.wanted.items():
+            if query_id not in self.running and self.retry_at.get(query_id, 0) <= now:
+                self._start_query(query)
+
+    def _failed(self, query_id: str, exc) -> None:
+        """ERROR, and a new start after a backoff (ksqlDB retries a failed
+        query too): what failed may pass (a topic being created, a
+        coordinator moving); what does not is retried at most every
+        MAX_RETRY_S."""
+        n = self.failures[query_id] = self.failures.get(query_id, 0) + 1
+        delay = min(RETRY_S * 2 ** (n - 1), MAX_RETRY_S)
+        self.retry_at[query_id] = time.monotonic() + delay
+        log.warning("query %s failed: %s; starting it again in %g s", query_id,
+                    _one_line(exc), delay)
+        self._tell(query_id, "ERROR", f"{_one_line(exc)} (started again in {delay:g} s)")
 
     def _start_query(self, query: dict) -> None:
         from kafkalite.sql.persistent import QueryPlan, application_id
@@ -195,13 +216,16 @@ class Runner:
             streams = KafkaStreams(plan.topology(query["output"]), {
                 **self.client_config, "application.id": application_id(query),
                 "processing.guarantee": "exactly_once_v2", "instance.id": self.instance,
-                "state.dir": os.path.join(self.state_dir, query_id)})
+                "state.dir": os.path.join(self.state_dir, query_id),
+                # a record its filter or projection fails on (a cast, malformed
+                # JSON) is logged and skipped, as ksqlDB's processing log does,
+                # rather than stopping the query
+                "processing.exception.handler": "log_and_continue"})
             # a query that fails is that query's ERROR, not the runner's end
             streams.set_uncaught_exception_handler(lambda exc: None)
             streams.start()
         except Exception as exc:      # noqa: BLE001 -- told in SHOW QUERIES
-            log.warning("query %s did not start: %s", query_id, _one_line(exc))
-            self._tell(query_id, "ERROR", _one_line(exc))
+            self._failed(query_id, exc)
             return
         self.running[query_id] = streams
         log.info("query %s runs: %s -> %s", query_id, query["input"], query["output"])

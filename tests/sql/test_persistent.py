@@ -153,3 +153,27 @@ def test_a_bad_statement_is_one_line_naming_the_problem(server, session, topic_n
         session.query(statement.format(t=topic_name))
     assert caught.value.kind == kind
     assert text.format(t=topic_name) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_record_the_projection_fails_on_is_skipped_and_the_query_goes_on(server, session,
+                                                                          topic_name):
+    source, out = topic_name, topic_name + "-out"
+    create(server, source, 1)
+    producer = Producer(server.config())
+    values = [json.dumps({"n": i}).encode() if i % 4 else b"not json" for i in range(40)]
+    for value in values:
+        producer.produce(source, value, key=b"k")
+    assert producer.flush(30) == 0
+    producer.close()
+    query_id = session.query(f'CREATE STREAM "{out}" AS SELECT json_extract(decode(value), '
+                             f'\'$.n\')::INTEGER AS n FROM "{source}"').read_all()[0][0].as_py()
+    try:
+        want = Counter((b"k", json.dumps({"n": i}, separators=(",", ":")).encode())
+                       for i in range(40) if i % 4)
+        got = wait_until(lambda: (lambda o: o if len(o) >= sum(want.values()) else None)(
+            read_committed(server, out, 1)), 90, "the good records' output")
+        assert Counter(got) == want
+        # going on, not failed: RUNNING (told a moment after it starts)
+        wait_until(lambda: queries(session)[query_id]["state"] == "RUNNING", 30, "RUNNING")
+    finally:
+        session.query(f"TERMINATE {query_id}").read_all()
