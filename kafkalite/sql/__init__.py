@@ -20,9 +20,11 @@ errors.py (QueryError, DuckDB's errors as one line), query_runner.py (the proces
 runs the persistent queries, spawned by the server).
 
 Which process runs it: the ``kafkalite sql`` command's, and the
-supervisor's HTTP threads for ``POST /query`` (one Session per request).
+supervisor's HTTP threads for ``POST /query`` (one Session per request);
+the persistent queries, the query runner's (query_runner.py).
 What it may import: kafkalite.client and the bottom of the layers (it is
-a client of the broker, tests/test_layers.py), DuckDB and pyarrow.
+a client of the broker, tests/test_layers.py), kafkalite.streams (a
+persistent query is a Streams application), DuckDB and pyarrow.
 """
 from kafkalite._lazy import lazy_exports
 
