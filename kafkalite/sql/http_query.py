@@ -21,6 +21,11 @@ a syntax error, an unknown topic or column, a type mismatch or a query
 that ran past its timeout, 403 for a topic the user may not read, 405,
 413, 415 for a bad request, 503 when MAX_QUERIES queries are running.
 
+Persistent queries (persistent.py): ``CREATE STREAM ... AS SELECT``,
+``SHOW QUERIES``, ``EXPLAIN <id>``, ``TERMINATE <id>`` are answered as
+queries are (a header, then rows); CREATE STREAM and TERMINATE need the
+user's Write on the output topic too (403).
+
 Who may read what: the app reads topics with the node's own key pair, so
 the ACLs are applied here, as Kafka applies them to a Fetch: every table a
 query names needs Read on the TOPIC of that name for the user logged in
