@@ -15,8 +15,9 @@ Two halves:
   ``_kafkalite-query-<ID>-<created ms>``, exactly_once_v2) and closes it when the
   query's record is tombstoned (TERMINATE); writes each query's state
   (RUNNING, ERROR with the reason) back as ``status/<ID>``. It ends when
-  told to (SIGTERM: each query commits what it processed) or when the
-  process that spawned it is gone.
+  told to (SIGTERM: each query commits what it processed, if that takes
+  less than STOP_GRACE_S; else as after a kill -9) or when the process
+  that spawned it is gone.
 
 Exactly once: a query's outputs and its input offsets are committed in
 one transaction (the Streams runtime's exactly_once_v2). Its
@@ -54,7 +55,8 @@ log = logging.getLogger("kafkalite.sql.query_runner")
 
 RESTART_DELAY_S = 1.0
 RETRY_S, MAX_RETRY_S = 2.0, 60.0        # a failed query's backoff before it starts again
-STOP_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 10.0       # the keeper's wait before SIGKILL
+STOP_GRACE_S = 2.0          # the runner's own, for a clean close (main())
 POLL_S = 0.5
 IDLE_POLL_S = 2.0       # how often an idle runner looks for QUERIES_TOPIC
 
@@ -268,8 +270,19 @@ def main(argv=None) -> int:
     config = {"bootstrap.servers": args.bootstrap_servers,
               **owner_config({"owner.key_file": args.key_file})}
     runner = Runner(config, args.node_id, args.parent_pid)
-    signal.signal(signal.SIGTERM, lambda *_: runner.stop.set())
-    signal.signal(signal.SIGINT, lambda *_: runner.stop.set())
+
+    def stop(*_) -> None:
+        runner.stop.set()
+        # the supervisor stopping the node is in its shutdown: it answers no
+        # request, so a commit (or a metadata refresh) waiting on its
+        # coordinators would wait out its timeout; past STOP_GRACE_S the
+        # runner ends as a kill -9 would, which exactly-once makes safe (the
+        # open transaction is aborted, its input read again)
+        watchdog = threading.Timer(STOP_GRACE_S, os._exit, (0,))
+        watchdog.daemon = True
+        watchdog.start()
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     return runner.run()
 
 

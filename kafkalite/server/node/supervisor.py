@@ -366,10 +366,6 @@ class Supervisor(SupervisorStart, ControlChannel, WorkerLives, HttpServices):
             busiest = max((len(self.controller.metadata.owned_by(w.index)) for w in self.workers),
                           default=0)
             timeout = SHUTDOWN_TIMEOUT_S + SHUTDOWN_S_PER_PARTITION * busiest
-        if self.metrics is not None:
-            # its apps first, while the workers serve: they are clients of
-            # the node (the query runner commits its queries' work on close)
-            self.metrics.close()
         for w in self.workers:
             if (w.proc is not None and w.proc.poll() is None) or w.adopted:
                 try:
