@@ -272,6 +272,8 @@ def main(argv=None) -> int:
     runner = Runner(config, args.node_id, args.parent_pid)
 
     def stop(*_) -> None:
+        if not runner.state_dir:
+            os._exit(0)     # idle (no queries topic yet): nothing to close
         runner.stop.set()
         # the supervisor stopping the node is in its shutdown: it answers no
         # request, so a commit (or a metadata refresh) waiting on its
