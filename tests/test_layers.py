@@ -93,7 +93,9 @@ LAYERS: dict[str, frozenset[str]] = {
     "webconsole": CLIENT_SIDE,
     "bench": CLIENT_SIDE,
     "spark": CLIENT_SIDE,
-    "sql": CLIENT_SIDE,               # SQL over topics: reads them through the client
+    # SQL over topics: reads them through the client; a persistent query is
+    # a Streams application (issue 76: run with the Streams runtime's exactly-once)
+    "sql": CLIENT_SIDE | {"streams"},
     # the entry points put the layers together (cli/server.py hands the supervisor
     # the web console and the registry, so that server/ need not import them)
     **{name: frozenset() for name in ENTRY_POINTS},

@@ -141,6 +141,11 @@ EXPECT = {"docs/tiered-storage.md": {
     '"SELECT * FROM ordrs"': [r'^\{"row":\{"columns":\["alice",2\]\}\},$',
                               r'"unknown topic ordrs \(did you mean \'orders\'\?\)'],
     'kafkalite sql "SELECT nope FROM orders"': [r'^kafkalite sql: unknown column "nope"'],
+    'kafkalite sql "TERMINATE CSAS_ALICE_ORDERS_0"': [
+        r"^CSAS_ALICE_ORDERS_0 +Created query with ID CSAS_ALICE_ORDERS_0: orders -> "
+        r"alice_orders$", r'^alice\t\{"dish":"pizza","offset":0\}$',
+        r'^alice\t\{"dish":"salad","offset":1\}$',
+        r"^CSAS_ALICE_ORDERS_0 +Query CSAS_ALICE_ORDERS_0 terminated$"],
     "session.query(\"SELECT * FORM orders\")": [r"^\[\{'customer': '(alice|bob)', 'n': \d\}",
                                                  r"^syntax syntax error at or near \"orders\""],
 }, "docs/features.md": {

@@ -162,18 +162,24 @@ def run(args) -> int:
     # The workers first: their start-up overlaps the supervisor's imports.
     early = start_early(config)
     from kafkalite.server.node.roles import serve
-    apps = ([("/console", _console_app)] if args.console else []) + [("/query", _query_app)]
+    import functools
+    apps = ([("/console", _console_app)] if args.console else []) + \
+        [("/query", functools.partial(_query_app, node_id=config.node_id))]
     from kafkalite.registry import make_app as schema_registry
     from kafkalite.iceberg_rest import make_app as iceberg_rest
     from kafkalite.rest_proxy import make_app as rest_proxy
     return serve(config, apps, early, schema_registry, rest_proxy, iceberg_rest)
 
 
-def _query_app(bootstrap: str, registry, owner_key_file: str | None = None):
+def _query_app(bootstrap: str, registry, owner_key_file: str | None = None, node_id: int = 0):
     """POST /query (kafkalite/sql/http_query.py), imported (DuckDB, the
     client, pyarrow) at its first request; its clients connect with the
-    owner's key pair when security is on."""
+    owner's key pair when security is on. With it, the node's runner of
+    persistent queries (kafkalite/sql/query_runner.py: a process of its
+    own, kept alive by a thread here, stopped with the app)."""
     import threading
+    from kafkalite.sql.query_runner import RunnerKeeper
+    keeper = RunnerKeeper(bootstrap, node_id, owner_key_file)
     lock, built = threading.Lock(), []
 
     def app(environ, start_response):
@@ -183,7 +189,7 @@ def _query_app(bootstrap: str, registry, owner_key_file: str | None = None):
                 from kafkalite.sql.http_query import make_app
                 built.append(make_app(bootstrap, owner_config({"owner.key_file": owner_key_file})))
         return built[0](environ, start_response)
-    app.close = lambda: None
+    app.close = keeper.close
     app.json_only = True        # it refuses other bodies (415): no CSRF header needed
     return app
 

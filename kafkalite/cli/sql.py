@@ -5,7 +5,9 @@ aligned table, or ``--format json`` (one JSON object a row) or ``csv``.
 Without a query it reads statements ending in ``;`` from stdin, with a
 ``sql>`` prompt on a terminal, until ``exit``, ``quit`` or end of input.
 A query ending in ``EMIT CHANGES`` prints the rows of records as they
-arrive until Ctrl-C. Ctrl-C cancels a running query: the command ends
+arrive until Ctrl-C. ``CREATE STREAM out AS SELECT ...``, ``SHOW
+QUERIES``, ``EXPLAIN <id>`` and ``TERMINATE <id>`` manage the server's
+persistent queries (kafkalite/sql/persistent.py). Ctrl-C cancels a running query: the command ends
 with status 130 (at the prompt, back to the prompt).
 
 Keys, values and other bytes print as UTF-8 text (bytes that are not
@@ -27,7 +29,9 @@ from kafkalite.cli.client_config import DEFAULT_DATA_DIR, client_config
 
 DESCRIPTION = ("Query topics with SQL (DuckDB): every topic is a table of partition, offset, "
                "timestamp, key, value, headers and the value's fields the schema registry "
-               "decodes. One query, or a prompt without one; EMIT CHANGES follows new records.")
+               "decodes. One query, or a prompt without one; EMIT CHANGES follows new records; "
+               "CREATE STREAM out AS SELECT ... keeps one running on the server (SHOW QUERIES, "
+               "TERMINATE).")
 HELP = "query topics with SQL: one query, a prompt, or EMIT CHANGES on new records"
 PROMPT, MORE = "sql> ", "...> "
 

@@ -14,16 +14,22 @@ one topic running on the records that arrive after the query starts.
 Modules: topic_source.py (a topic as a RecordBatchReader), values.py (the
 registry's value columns), session.py (the DuckDB connection: which
 topics a query names, errors as one line, EMIT CHANGES), http_query.py
-(``POST /query`` on the node's HTTP port).
+(``POST /query`` on the node's HTTP port), persistent.py (CREATE STREAM
+AS SELECT, SHOW QUERIES, TERMINATE), queries_topic.py (their records),
+errors.py (QueryError, DuckDB's errors as one line), query_runner.py (the process that
+runs the persistent queries, spawned by the server).
 
 Which process runs it: the ``kafkalite sql`` command's, and the
-supervisor's HTTP threads for ``POST /query`` (one Session per request).
+supervisor's HTTP threads for ``POST /query`` (one Session per request);
+the persistent queries, the query runner's (query_runner.py).
 What it may import: kafkalite.client and the bottom of the layers (it is
-a client of the broker, tests/test_layers.py), DuckDB and pyarrow.
+a client of the broker, tests/test_layers.py), kafkalite.streams (a
+persistent query is a Streams application), DuckDB and pyarrow.
 """
 from kafkalite._lazy import lazy_exports
 
 __all__ = ["QueryError", "Session"]
 __getattr__, __dir__ = lazy_exports(__name__, {
-    "kafkalite.sql.session": ("QueryError", "Session"),
+    "kafkalite.sql.errors": ("QueryError",),
+    "kafkalite.sql.session": ("Session",),
 })

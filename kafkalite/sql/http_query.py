@@ -21,6 +21,11 @@ a syntax error, an unknown topic or column, a type mismatch or a query
 that ran past its timeout, 403 for a topic the user may not read, 405,
 413, 415 for a bad request, 503 when MAX_QUERIES queries are running.
 
+Persistent queries (persistent.py): ``CREATE STREAM ... AS SELECT``,
+``SHOW QUERIES``, ``EXPLAIN <id>``, ``TERMINATE <id>`` are answered as
+queries are (a header, then rows); CREATE STREAM and TERMINATE need the
+user's Write on the output topic too (403).
+
 Who may read what: the app reads topics with the node's own key pair, so
 the ACLs are applied here, as Kafka applies them to a Fetch: every table a
 query names needs Read on the TOPIC of that name for the user logged in
@@ -138,8 +143,14 @@ class QueryApp:
         def authorize(topic: str) -> None:
             if not access.may(Op.READ, Res.TOPIC, topic):
                 raise QueryError(f"not authorized to read topic {topic!r}", "denied")
+
+        def authorize_write(topic: str) -> None:
+            # a persistent query's output (persistent.py): it runs with its creator's rights
+            if not access.may(Op.WRITE, Res.TOPIC, topic):
+                raise QueryError(f"not authorized to write topic {topic!r}", "denied")
         return Session(self.client_config, self._registry(), basic_credentials(environ),
-                       authorize=authorize)
+                       authorize=authorize, authorize_write=authorize_write,
+                       principal=access.principal)
 
     def _registry(self) -> str | None:
         """The node's schema registry URL (None: it serves none)."""

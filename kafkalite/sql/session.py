@@ -29,7 +29,6 @@ one thread per Session but for ``interrupt``.
 """
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import threading
@@ -38,22 +37,18 @@ import duckdb
 import pyarrow as pa
 
 from kafkalite.sql import topic_source, values
+from kafkalite.sql.errors import QueryError, describe
+from kafkalite.sql.values import json_cell
+
+__all__ = ["QueryError", "Session", "describe", "json_cell"]    # json_cell, describe: re-exported
 
 EMIT_CHANGES = re.compile(r"\s+EMIT\s+CHANGES\s*;?\s*$", re.IGNORECASE)
 # what a per-batch run of a query would answer wrongly: EMIT CHANGES refuses them
 _NOT_PER_RECORD = re.compile(r"\b(GROUP\s+BY|ORDER\s+BY|LIMIT|HAVING|JOIN|DISTINCT|OVER|"
                              r"WINDOW|QUALIFY|UNION|INTERSECT|EXCEPT)\b", re.IGNORECASE)
+_QUOTED = re.compile(r'"(?:[^"]|"")*"|\'(?:[^\']|\'\')*\'')
 DEFAULT_MEMORY_LIMIT = "1GB"
 DEFAULT_THREADS = 2
-
-
-class QueryError(ValueError):
-    """A query refused or failed: ``str()`` is one line. ``kind``: syntax,
-    unknown_topic, unknown_column, denied, cancelled, invalid."""
-
-    def __init__(self, message: str, kind: str = "invalid"):
-        super().__init__(message)
-        self.kind = kind
 
 
 class Session:
@@ -65,8 +60,12 @@ class Session:
 
     def __init__(self, client_config: dict, registry_url: str | None = None,
                  registry_user_info: str | None = None, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-                 threads: int = DEFAULT_THREADS, timeout: float = 30.0, authorize=None):
+                 threads: int = DEFAULT_THREADS, timeout: float = 30.0, authorize=None,
+                 authorize_write=None, principal: str | None = None):
         self.client_config = client_config
+        # persistent queries (persistent.py): Write on a CREATE STREAM's
+        # output, and who created it (None: the owner's tools)
+        self._authorize_write, self.principal = authorize_write, principal
         self.registry = values.registry_client(registry_url, registry_user_info) \
             if registry_url else None
         self.memory_limit, self.threads, self.timeout = memory_limit, threads, timeout
@@ -78,8 +77,16 @@ class Session:
     # ---- ad-hoc queries -------------------------------------------------------------------------
 
     def query(self, sql: str) -> pa.RecordBatchReader:
-        """The answer of ``sql`` (no EMIT CHANGES) as a stream of batches."""
+        """The answer of ``sql`` (no EMIT CHANGES) as a stream of batches;
+        a persistent-query statement's (CREATE STREAM, SHOW QUERIES,
+        EXPLAIN, TERMINATE: persistent.py) too."""
         sql = sql.strip().rstrip(";")
+        from kafkalite.sql import persistent
+        if persistent.is_statement(sql):
+            answer = persistent.Statements(self).run(sql)
+            # one batch even when empty: the HTTP answer's header is the first batch's columns
+            return pa.RecordBatchReader.from_batches(answer.schema, answer.to_batches() or [
+                pa.RecordBatch.from_pylist([], schema=answer.schema)])
         con = self._connect()
         try:        # an interrupt lands in whichever DuckDB call runs (_run)
             for topic in self._topics_named(sql):
@@ -130,35 +137,17 @@ class Session:
 
     @staticmethod
     def is_push(sql: str) -> bool:
-        return EMIT_CHANGES.search(sql) is not None
+        # ksqlDB's CREATE STREAM ... AS SELECT ... EMIT CHANGES is a persistent query
+        from kafkalite.sql import persistent
+        return EMIT_CHANGES.search(sql) is not None and not persistent.is_statement(sql)
 
     def emit_changes(self, sql: str):
         """Batches of the answer of ``sql`` (ending in EMIT CHANGES) over each
         batch of new records, until ``interrupt`` or the caller closes the
         generator. An empty batch now and then (a wait without records)."""
         sql = EMIT_CHANGES.sub("", sql.strip())
-        con = self._connect()
-        topics = self._topics_named(sql)
-        if len(topics) != 1:
-            raise QueryError("EMIT CHANGES runs over exactly one topic (a SELECT ... FROM topic "
-                             "WHERE ...)")
-        refused = _NOT_PER_RECORD.search(sql)
-        if refused:
-            raise QueryError(f"EMIT CHANGES takes a SELECT ... WHERE over one topic; "
-                             f"{' '.join(refused[1].upper().split())} is not supported with it "
-                             f"(position {refused.start(1) + 1})")
-        topic = topics[0]
-        decoded = values.for_topic(self.registry, topic)
-        schema = topic_source.BASE_SCHEMA if decoded is None else \
-            pa.schema([*topic_source.BASE_SCHEMA, *decoded.fields])
-        try:
-            con.execute("SET lock_configuration = true")
-        except duckdb.Error as exc:
-            raise self._error(exc, sql) from None
-        # an aggregate answers a row even over no records: per batch it would be wrong
-        if self._run(con, sql, topic, schema.empty_table()).num_rows:
-            raise QueryError("EMIT CHANGES takes a SELECT ... WHERE over one topic; an "
-                             "aggregate (count, sum, ...) is not supported with it")
+        topic, decoded, schema = self._per_record(sql, "EMIT CHANGES")
+        con = self._con
         for batch in _with_values(topic_source.tail(self.client_config, topic, self.timeout),
                                   decoded, schema):
             if self._interrupted:
@@ -172,6 +161,49 @@ class Session:
             # an empty answer has no batches: one empty batch lets the caller check a stop
             yield from answer.to_batches() if answer.num_rows else \
                 [pa.RecordBatch.from_pylist([], schema=answer.schema)]
+
+    def per_record_topics(self, sql: str, what: str) -> list[str]:
+        """[the one topic] of ``sql``, a SELECT whose answer over a topic is
+        the union of its answers over each batch of the topic (a filter and
+        projection): QueryError naming what is not, for ``what``. Its
+        DuckDB errors (unknown column, type mismatch) too."""
+        return [self._per_record(sql, what)[0]]
+
+    def _per_record(self, sql: str, what: str):
+        """(topic, decoded value columns, schema) of a per-record ``sql``,
+        checked over an empty batch on a fresh connection (``self._con``)."""
+        con = self._connect()
+        names, topics = self._table_names(sql), self._topics_named(sql)
+        if not topics and names:
+            raise describe(duckdb.CatalogException(f"Table with name {names[0]} does not "
+                                                   f"exist!"), sql, self._topic_names)
+        if len(topics) != 1:
+            raise QueryError(f"{what} runs over exactly one topic (a SELECT ... FROM topic "
+                             f"WHERE ...)")
+        # not in a quoted name or a string: a topic "late-orders-over-1h" is no OVER
+        refused = _NOT_PER_RECORD.search(_QUOTED.sub(lambda m: " " * len(m[0]), sql))
+        if refused:
+            raise QueryError(f"{what} takes a SELECT ... WHERE over one topic; "
+                             f"{' '.join(refused[1].upper().split())} is not supported with it "
+                             f"(position {refused.start(1) + 1})")
+        topic = topics[0]
+        decoded = values.for_topic(self.registry, topic)
+        schema = topic_source.BASE_SCHEMA if decoded is None else \
+            pa.schema([*topic_source.BASE_SCHEMA, *decoded.fields])
+        try:
+            con.execute("SET lock_configuration = true")
+        except duckdb.Error as exc:
+            raise self._error(exc, sql) from None
+        # an aggregate answers a row even over no records: per batch it would be wrong
+        if self._run(con, sql, topic, schema.empty_table()).num_rows:
+            raise QueryError(f"{what} takes a SELECT ... WHERE over one topic; an "
+                             f"aggregate (count, sum, ...) is not supported with it")
+        return topic, decoded, schema
+
+    def authorize_write(self, topic: str) -> None:
+        """QueryError(kind="denied") unless the user may write ``topic``."""
+        if self._authorize_write is not None:
+            self._authorize_write(topic)
 
     def _run(self, con, sql: str, topic: str, table: pa.Table) -> pa.Table:
         try:
@@ -201,16 +233,19 @@ class Session:
                 "memory_limit": self.memory_limit, "threads": self.threads})
             return self._con
 
-    def _topics_named(self, sql: str) -> list[str]:
-        """The tables ``sql`` names that are topics, checked by ``authorize``."""
+    def _table_names(self, sql: str) -> list[str]:
         try:
-            names = sorted(duckdb.get_table_names(sql))
+            return sorted(duckdb.get_table_names(sql))
         except duckdb.BinderException:
             # get_table_names binds the query, and some queries bind only
             # with their tables' columns (JOIN ... USING): the parser's tree then
-            names = _parsed_table_names(sql)
+            return _parsed_table_names(sql)
         except duckdb.Error as exc:
             raise self._error(exc, sql) from None
+
+    def _topics_named(self, sql: str) -> list[str]:
+        """The tables ``sql`` names that are topics, checked by ``authorize``."""
+        names = self._table_names(sql)
         if self.authorize is not None:
             for name in names:
                 self.authorize(name)
@@ -278,71 +313,3 @@ def _with_values(batches, decoded, schema: pa.Schema):
             batch = pa.RecordBatch.from_arrays(
                 [*batch.columns, *decoded.arrays(batch.column("value"))], schema=schema)
         yield batch
-
-
-_UNKNOWN_TABLE = re.compile(r"Table with name (.+?) does not exist!")
-_UNKNOWN_COLUMN = re.compile(r'Referenced column (".+?") not found in FROM clause!')
-
-
-def describe(exc: Exception, sql: str, topic_names=None) -> QueryError:
-    """DuckDB's error as one line: what is wrong, then where (line and
-    column of the query) when DuckDB shows it. ``topic_names()``: for a
-    "did you mean" after an unknown topic."""
-    text = str(exc)
-    lines = text.split("\n")
-    first = lines[0]
-    kind_name, _, message = first.partition(": ")
-    if not message:
-        kind_name, message = "", first
-    where = _position(lines, sql)
-    kind = "invalid"
-    if kind_name == "Parser Error":
-        kind = "syntax"
-    elif (m := _UNKNOWN_TABLE.search(message)):
-        kind, name = "unknown_topic", m[1]
-        message = f"unknown topic {name}"
-        close = difflib.get_close_matches(name, sorted(topic_names()), n=1) if topic_names else []
-        if close:
-            message += f" (did you mean {close[0]!r}?)"
-    elif (m := _UNKNOWN_COLUMN.search(message)):
-        kind = "unknown_column"
-        candidates = next((ln for ln in lines[1:] if ln.startswith("Candidate bindings: ")), "")
-        message = f"unknown column {m[1]}" + (
-            f" (candidates: {candidates[len('Candidate bindings: '):]})" if candidates else "")
-    elif kind_name == "Out of Memory Error":
-        message = f"the query needs more memory than its limit: {message}"
-    return QueryError(message.rstrip(".!") + (f" at {where}" if where else ""), kind)
-
-
-def _position(lines: list[str], sql: str) -> str:
-    """'line L, column C' of DuckDB's caret under its ``LINE L: ...`` excerpt."""
-    for i, line in enumerate(lines[:-1]):
-        m = re.match(r"LINE (\d+): ", line)
-        if not m or "^" not in lines[i + 1]:
-            continue
-        number, excerpt = int(m[1]), line[m.end():]
-        caret = lines[i + 1].index("^") - m.end()
-        if excerpt.startswith("..."):
-            excerpt, caret = excerpt[3:], caret - 3
-        excerpt = excerpt[:-3] if excerpt.endswith("...") else excerpt
-        source = sql.split("\n")[number - 1] if number <= sql.count("\n") + 1 else ""
-        start = source.find(excerpt.rstrip()) if excerpt.strip() else -1
-        column = (start if start >= 0 else 0) + caret + 1
-        return f"line {number}, column {column}"
-    return ""
-
-
-def json_cell(v):
-    """A cell of an answer as JSON's types: bytes as UTF-8 text (\\x escapes
-    for bytes that are not), times and dates ISO 8601, decimals as text."""
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "backslashreplace")
-    if isinstance(v, dict):
-        return {k: json_cell(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [json_cell(x) for x in v]
-    if hasattr(v, "isoformat"):
-        return v.isoformat()
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    return str(v)

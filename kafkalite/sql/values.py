@@ -23,8 +23,11 @@ JSON Schema -> Arrow: string string, integer int64, number float64,
 boolean bool; other types a string column of the JSON text.
 Protobuf subjects get no value columns yet (docs/sql.md).
 
+``json_cell``: a cell of an answer as JSON's types, for POST /query, the
+CLI's JSON lines and a persistent query's output values.
+
 Who may call: session.py (one ValueColumns per topic per query; its
-registry client caches schemas by id).
+registry client caches schemas by id); json_cell, anyone.
 """
 from __future__ import annotations
 
@@ -207,3 +210,19 @@ def _json_schema(schema) -> ValueColumns | None:
             out[column] = json.dumps(x) if name in texts and x is not None else x
         return out
     return ValueColumns(fields, decode)
+
+
+def json_cell(v):
+    """A cell of an answer as JSON's types: bytes as UTF-8 text (\\x escapes
+    for bytes that are not), times and dates ISO 8601, decimals as text."""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "backslashreplace")
+    if isinstance(v, dict):
+        return {k: json_cell(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_cell(x) for x in v]
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)

@@ -115,6 +115,7 @@ from kafkalite.streams.topology import Topology, TopologyException
 log = logging.getLogger(__name__)
 
 AT_LEAST_ONCE, EXACTLY_ONCE_V2 = "at_least_once", "exactly_once_v2"
+_SECURITY_PREFIXES = ("curve.", "security.protocol", "sasl.", "ssl.")
 _DEATHS = threading.Lock()      # one report of an instance whose threads all died
 
 
@@ -267,7 +268,10 @@ class KafkaStreams:
 
     # ---- internal topics ----
     def _client_config(self) -> dict:
-        return {"bootstrap.servers": self.config["bootstrap.servers"]}
+        # the connection's security settings reach every client, as Kafka
+        # Streams passes unprefixed client configs to all of them
+        return {k: v for k, v in self.config.values.items()
+                if k == "bootstrap.servers" or k.startswith(_SECURITY_PREFIXES)}
 
     def _setup_topics(self) -> None:
         admin = AdminClient(self._client_config())

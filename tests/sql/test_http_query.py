@@ -177,3 +177,46 @@ def test_a_query_reads_only_the_topics_the_user_may_read(secured):
     status, _ = post(url, {"sql": "SELECT 1"}, None)
     assert status == 401
     assert post(url, {"sql": "SELECT 1"}, ("alice", "wrong"))[0] == 401
+
+
+def test_a_persistent_query_needs_its_creators_read_and_write(secured):
+    """CREATE STREAM over HTTP as alice: refused (403) without Read on the
+    input or Write on the output; with both, created, run by the node's
+    query runner (with the owner's key pair, security on) and terminated."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
+                                       ResourcePatternType, ResourceType)
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+    url, alice = query_url(secured), ("alice", PASSWORDS["alice"])
+    create = "CREATE STREAM {out} AS SELECT decode(key) AS k FROM {source}"
+    assert post(url, {"sql": create.format(out="open_copy", source="closed")}, alice) == \
+        (403, {"error": "CREATE STREAM open_copy: not authorized to read topic 'closed'",
+               "kind": "denied"})
+    assert post(url, {"sql": create.format(out="open_copy", source="open")}, alice) == \
+        (403, {"error": "not authorized to write topic 'open_copy'", "kind": "denied"})
+    admin = KafkaAdmin(sasl_config(secured, "admin", PASSWORDS["admin"]))
+    for f in admin.create_acls([AclBinding(ResourceType.TOPIC, "open_copy",
+                                           ResourcePatternType.LITERAL, "User:alice", "*",
+                                           AclOperation.WRITE, AclPermissionType.ALLOW)]).values():
+        f.result(30)
+    status, answer = post(url, {"sql": create.format(out="open_copy", source="open")}, alice)
+    assert status == 200, answer
+    query_id = answer[1]["row"]["columns"][0]
+    from confluent_kafka import Consumer as KafkaConsumer
+    reader = KafkaConsumer({**sasl_config(secured, "admin", PASSWORDS["admin"]),
+                            "group.id": "open-copy-reader", "auto.offset.reset": "earliest",
+                            "isolation.level": "read_committed"})
+    reader.subscribe(["open_copy"])
+    try:
+        copied = wait_until(lambda: reader.poll(1.0), 90, "the query's output")
+        assert copied.error() is None and copied.value() == b'{"k":"k"}'
+    finally:
+        reader.close()
+    wait_until(lambda: [r["row"]["columns"][:4] for r in post(
+        url, {"sql": "SHOW QUERIES"}, alice)[1][1:]] == [[query_id, "RUNNING", "open",
+                                                          "open_copy"]],
+        30, "SHOW QUERIES to list it RUNNING")
+    assert post(url, {"sql": f"TERMINATE {query_id}"}, alice)[0] == 200
+    assert post(url, {"sql": "SHOW QUERIES"}, alice) == (200, [{"header": {
+        "columns": ["query_id", "state", "input", "output", "statement"],
+        "schema": "`query_id` string, `state` string, `input` string, `output` string, "
+                  "`statement` string"}}])

@@ -251,3 +251,16 @@ def test_emit_changes_refuses_what_per_batch_would_answer_wrongly(session, order
     topic, _ = orders
     with pytest.raises(QueryError, match=message):
         next(session.emit_changes(sql.format(t=topic)))
+
+
+def test_emit_changes_takes_a_clause_word_in_a_name_or_a_string_as_text(session, server,
+                                                                        topic_name):
+    # the clause check read "late-over-limit" as OVER and LIMIT and refused the query
+    topic = f"{topic_name}-late-over-limit"
+    AdminClient(server.config()).create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    follower = session.emit_changes(f"SELECT key FROM \"{topic}\" WHERE decode(value) <> "
+                                    f"'order by' EMIT CHANGES")
+    try:
+        assert next(follower).num_rows == 0         # a wait without records, not a refusal
+    finally:
+        follower.close()
