@@ -48,7 +48,8 @@ from kafkalite.streams.processor_api import (Processor, ProcessorContext, Punctu
                                              Record, Stores)
 from kafkalite.streams.records import columnar
 from kafkalite.streams.restore import StateRestoreListener
-from kafkalite.streams.runtime import KafkaStreams, StreamsConfig
+from kafkalite.streams.config import StreamsConfig
+from kafkalite.streams.runtime import KafkaStreams
 from kafkalite.streams.serdes import Serde, Serdes
 from kafkalite.streams.topology import Topology, TopologyException
 from kafkalite.streams.windows import (JoinWindows, SessionWindows, SlidingWindows,

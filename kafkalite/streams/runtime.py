@@ -91,7 +91,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -103,6 +102,7 @@ from kafkalite import errors
 from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, Producer,
                               TopicPartition)
 from kafkalite.errors import KafkaError
+from kafkalite.streams.config import EXACTLY_ONCE_V2, StreamsConfig
 from kafkalite.streams.errors import ErrorHandling
 from kafkalite.streams.records import by_partition, merge_runs
 from kafkalite.streams.restore import (CHECKPOINT_DELTA, RestoreProgress, StateRestoreListener,
@@ -114,65 +114,12 @@ from kafkalite.streams.topology import Topology, TopologyException
 
 log = logging.getLogger(__name__)
 
-AT_LEAST_ONCE, EXACTLY_ONCE_V2 = "at_least_once", "exactly_once_v2"
-_SECURITY_PREFIXES = ("curve.", "security.protocol", "sasl.", "ssl.")
 _DEATHS = threading.Lock()      # one report of an instance whose threads all died
 
 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-class StreamsConfig:
-    """Kafka Streams' config names; ``consumer.*`` / ``producer.*`` keys
-    pass through to the clients."""
-
-    DEFAULTS = {
-        "processing.guarantee": AT_LEAST_ONCE,
-        "commit.interval.ms": None,      # Kafka's: 30000 at_least_once, 100 exactly_once_v2
-        "state.dir": os.path.join(tempfile.gettempdir(), "kafkalite-streams"),
-        "default.dsl.store": "rocksdb",
-        "num.stream.threads": 1,
-        "instance.id": None,             # stable id: transactional.id and group.instance.id
-        "poll.ms": 100,
-        # KIP-353: how long a task with several input partitions waits for
-        # one with nothing buffered before processing the others (0: never)
-        "max.task.idle.ms": 0,
-        "transaction.timeout.ms": 10_000,   # Kafka Streams' EOS default
-        "num.standby.replicas": 0,
-        "standby.refresh.ms": 2000,     # how often standbys follow the group's assignment
-        # errors.py: what a record that fails deserialization or processing does
-        "deserialization.exception.handler": "log_and_fail",
-        "processing.exception.handler": "log_and_fail",
-        "errors.dead.letter.queue.topic.name": None,
-    }
-
-    def __init__(self, config: dict):
-        cfg = {**self.DEFAULTS, **config}
-        for required in ("application.id", "bootstrap.servers"):
-            if not cfg.get(required):
-                raise ValueError(f"StreamsConfig needs {required}")
-        if cfg["processing.guarantee"] not in (AT_LEAST_ONCE, EXACTLY_ONCE_V2):
-            raise ValueError("processing.guarantee is at_least_once or exactly_once_v2")
-        if cfg["default.dsl.store"] not in ("rocksdb", "in_memory"):
-            raise ValueError("default.dsl.store is rocksdb or in_memory")
-        if int(cfg["num.stream.threads"]) < 1:
-            raise ValueError("num.stream.threads is 1 or more")
-        if int(cfg["num.standby.replicas"]) < 0:
-            raise ValueError("num.standby.replicas is 0 or more")
-        if not isinstance(cfg["max.task.idle.ms"], int) or cfg["max.task.idle.ms"] < -1:
-            raise ValueError("max.task.idle.ms is an int, -1 or more (-1, 0: never wait)")
-        if cfg["commit.interval.ms"] is None:
-            cfg["commit.interval.ms"] = 100 if cfg["processing.guarantee"] == EXACTLY_ONCE_V2 \
-                else 30_000
-        self.values = cfg
-
-    def __getitem__(self, key):
-        return self.values[key]
-
-    def prefixed(self, prefix: str) -> dict:
-        return {k[len(prefix):]: v for k, v in self.values.items() if k.startswith(prefix)}
 
 
 class KafkaStreams:
@@ -268,10 +215,7 @@ class KafkaStreams:
 
     # ---- internal topics ----
     def _client_config(self) -> dict:
-        # the connection's security settings reach every client, as Kafka
-        # Streams passes unprefixed client configs to all of them
-        return {k: v for k, v in self.config.values.items()
-                if k == "bootstrap.servers" or k.startswith(_SECURITY_PREFIXES)}
+        return self.config.connection()
 
     def _setup_topics(self) -> None:
         admin = AdminClient(self._client_config())
