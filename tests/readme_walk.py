@@ -67,6 +67,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -76,7 +77,7 @@ from pathlib import Path
 
 import netns
 import postgres
-from harness import child_env
+from harness import SPARK_DRIVER_JAVA_OPTIONS, child_env
 
 SERVER_COMMAND = "kafkalite server"     # how a line that starts a server begins
 
@@ -355,6 +356,11 @@ class Walker:
         self.timeout = timeout
         self.env = env if env is not None else child_env()
         self.env.pop("KAFKALITE_LOG_LEVEL", None)
+        # the JVM of a page's Spark block, as tests/spark's: the same code,
+        # started in half the time (harness.SPARK_DRIVER_JAVA_OPTIONS; a
+        # block at a load of 15 ran past the walk's 90 s without them)
+        self.env.setdefault("PYSPARK_SUBMIT_ARGS", shlex.join(
+            ["--driver-java-options", SPARK_DRIVER_JAVA_OPTIONS, "pyspark-shell"]))
         self.runs: list[Run] = []
         self._outputs: list[Path] = []
         self._n = 0
