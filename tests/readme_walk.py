@@ -37,7 +37,9 @@ rendered, read by no one but this walk):
 
 Running: sh/bash/shell blocks through ``bash -euo pipefail``, python blocks
 as a file given to ``python``, with this checkout first on PYTHONPATH (the
-``kafkalite`` console script then imports it too). Blocks in other
+``kafkalite`` console script then imports it too), and a Spark driver
+with tests/spark's JVM options (``PYSPARK_SUBMIT_ARGS``: quicker to start,
+the same code run). Blocks in other
 languages (toml, properties, text, c) are a file's contents or a listing:
 listed, not run; a block without a language is an error (say which it is).
 A walk whose first blocks start no server gets the README's own ``kafkalite
