@@ -194,14 +194,19 @@ def group_name(topic_name):
 
 
 # The xdist groups that take longest (a minute or more of one process in a
-# full run: the README walk, the SparkSession's tests, clusters, kill loops,
-# the benchmark smokes that start peers), by prefix, the longest first (a
-# full run of 2026-11-28: the walk 5.4 minutes of one process, Spark's 4,
-# and the Spark benchmarks' smoke runs, in the Spark group since);
+# full run: the SparkSession's tests, the README walk's heavier pages, the
+# tiered faults, clusters, kill loops, the benchmark smokes that start
+# peers), by prefix, the longest first (CI's runs of 2026-11-29: Spark's
+# group 4 minutes, the walk 6-8 minutes of one process before its pages had
+# groups of their own, schema-registry's 88-132 s the longest page, the
+# tiered faults over 3 minutes); pyproject.toml's --no-loadscope-reorder
+# keeps this order (xdist's own puts the groups of most tests first).
 # `--durations=30` shows when to add one.
 LONGEST_GROUPS = (
-    "readme_walk", "spark", "tests/server/test_cluster_",
-    "tests/server/test_replication.py",
+    "spark", "readme_walk-docs-schema-registry", "tests/server/test_tiered_faults.py",
+    "readme_walk-docs-iceberg-topics", "readme_walk-docs-spark", "readme_walk",
+    "tests/server/test_cluster_", "tests/server/test_replication.py",
+    "tests/server/test_tiered_remote_reads.py",
     "tests/streams/test_bench_streams_smoke.py", "tests/server/test_share_groups.py",
     "tests/benchmarks/test_harness.py", "bench-harness", "tests/benchmarks/test_bench_",
     "share_confluent", "acls", "security", "tests/server/test_quotas.py",

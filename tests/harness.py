@@ -18,6 +18,14 @@ from kafkalite.launcher import package_env as child_env  # noqa: F401 (used by t
 from kafkalite.launcher import pid_alive  # noqa: F401 (used by tests)
 
 
+# The JVM options of the tests' Spark drivers (tests/spark's session, the
+# docs walk's Spark blocks): the client compiler only and the serial
+# collector. A test's JVM runs for seconds to minutes on small data, where
+# C2's compiles and G1's threads cost more than they pay back: a
+# SparkSession's start and first job took 10 s of the JVM's CPU, not 17, and
+# 27-30 s of wall time, not 60-70, at a load of 9-15 on 2 cores.
+SPARK_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 class ServerProcess(launcher.ServerProcess):
     def config(self, **extra) -> dict:
         """A kafkalite client's settings; on a server with security on and no

@@ -22,6 +22,9 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
     "KAFKALITE_TIERED_KILL_ROUNDS": (3, 50,
                                     "kill -9 of the worker copying a tiered partition to S3 "
                                     "(tests/server/test_tiered_faults.py)"),
+    "KAFKALITE_TIERED_OUTAGE_SECONDS": (20, 120,
+                                        "seconds of S3 outage the tiered worker serves through "
+                                        "(tests/server/test_tiered_faults.py)"),
     "KAFKALITE_ICEBERG_TOPIC_KILLS": (3, 50,
                                       "kill -9 of the workers committing an Iceberg topic's table "
                                       "(tests/server/test_iceberg_topics_kills.py)"),

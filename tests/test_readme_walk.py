@@ -283,8 +283,13 @@ def _left_out(page: str) -> dict[str, str]:
     return out
 
 
-@pytest.mark.parametrize("page", [w for w in PAGE_WALKS if any(b.runs for b in w.blocks)],
-                         ids=lambda w: w.id)
+# Each page's walk in an xdist group of its own: a page shares nothing with
+# another (its own directory, network namespace and /tmp), and one after
+# another on one xdist worker they were 6-8 minutes of a full run, its longest
+# group; the heavier pages go out first (conftest.LONGEST_GROUPS)
+@pytest.mark.parametrize("page", [
+    pytest.param(w, marks=pytest.mark.xdist_group(f"readme_walk-{w.id}"), id=w.id)
+    for w in PAGE_WALKS if any(b.runs for b in w.blocks)])
 def test_readme_page_runs_top_to_bottom_as_pasted(page, walk_root):
     """Every block of the page in its order, in one directory, with the
     README's server for a page whose first blocks need one (a reader left

@@ -56,8 +56,14 @@ LOCAL_RETENTION_BYTES = 32768
 SEGMENT_FILE = "segment.log"
 ACK_STALL_S = 10.0      # the longest the acknowledgements may stop while the store is down
 RETENTION_STALL_S = 5.0  # ... while remote deletes wait on it (no store call on the worker's loop)
-OUTAGE_S = 40.0         # the outage of the store that comes back
-RETURN_S = 45.0         # how long after its return the worker is watched
+# the outage of the store that comes back: 20 s by default, past five failed
+# tries of the copies' backoff (1 s doubling to 16 s) and 20 housekeepings,
+# each of which handed the old code 16 new copies to fail (hundreds of lines,
+# OUTAGE_LINES allows 12); KAFKALITE_TIERED_OUTAGE_SECONDS sets it (tests/soak.py)
+OUTAGE_S = setting("KAFKALITE_TIERED_OUTAGE_SECONDS")
+# the longest the return may take: the copies' next try (the backoff is 30 s at
+# most), the abandoned copies' deletes confirmed and the copies caught up
+RETURN_S = 75.0
 # the longest a Metadata request may wait, outage and return alike: under the
 # 6 s without a heartbeat that fences a worker, above what a 2-core machine
 # shared with other runs holds a process up now and then
@@ -687,6 +693,21 @@ class MetadataProbe(threading.Thread):
             self.stopping.wait(0.2)
 
 
+def _returning(srv, topic, directory, before: int) -> str:
+    """What the worker still has to do after the store's return (empty:
+    nothing): the copies are to succeed again (logged), the copies the
+    outage abandoned to be deleted (DELETE_SEGMENT_* in the metadata), the
+    segments rolled meanwhile to be copied (the lag metric: one at most, the
+    producer rolls on)."""
+    if not any("succeed again" in line for line in _warnings(srv.output())[before:]):
+        return "no copy succeeded again yet"
+    deleting = [e["id"] for e in _metadata(directory) if e["state"].startswith("DELETE")]
+    if deleting:
+        return f"{len(deleting)} abandoned copies still to delete"
+    lag = _scrape(srv, topic).get("copylagsegments")
+    return "" if lag is not None and lag <= 1 else f"{lag} segments still to copy"
+
+
 def _warnings(output: str) -> list[str]:
     return [line for line in output.splitlines() if " WARNING " in line or " ERROR " in line]
 
@@ -728,9 +749,18 @@ def test_the_worker_serves_on_through_an_s3_outage_and_its_end(tmp_path, monkeyp
                        f"{OUTAGE_S:.0f} s of outage, acknowledgements coming")
             s3_server.start()
             back = time.monotonic()
-            # the copies resume after their backoff (30 s at most), then catch up
-            wait_until(lambda: time.monotonic() - back > RETURN_S, RETURN_S + 30,
-                       "the return of the store to be a while ago")
+            # the worker watched through the return's work: the copies resume
+            # after their backoff, the outage's abandoned copies are deleted
+            # (each confirmed delete rewrote the metadata file on the old
+            # code's loop) and the copies catch up
+            try:
+                wait_until(lambda: not _returning(srv, topic, directory, before), RETURN_S,
+                           lambda: "the return's work done: "
+                                   + _returning(srv, topic, directory, before),
+                           interval=0.5)
+                late = None
+            except AssertionError as exc:
+                late = exc      # after what the worker did meanwhile, which says more
             probe.stopping.set()
             probe.join(35)
             slowest, asked = probe.slowest
@@ -744,6 +774,7 @@ def test_the_worker_serves_on_through_an_s3_outage_and_its_end(tmp_path, monkeyp
             assert len(lines) <= OUTAGE_LINES, \
                 f"{len(lines)} lines logged over the outage, e.g.\n" + "\n".join(lines[:8])
             assert any("succeed again" in line for line in lines), lines
+            assert late is None, late
             producer.finish()
             _check_whole(srv, topic, producer, s3)
         finally:

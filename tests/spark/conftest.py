@@ -16,6 +16,8 @@ import pytest
 
 from kafkalite.client import OFFSET_BEGINNING, AdminClient, Consumer, NewTopic, TopicPartition
 
+from harness import SPARK_DRIVER_JAVA_OPTIONS
+
 
 def _missing() -> str | None:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
@@ -63,6 +65,7 @@ def spark():
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.python.worker.reuse", "true")
+               .config("spark.driver.extraJavaOptions", SPARK_DRIVER_JAVA_OPTIONS)
                # the JVM's sockets for its Python side (collect, local data, Python
                # workers): Unix domain sockets, not loopback TCP ports from the ephemeral
                # range, where a ZeroMQ client still reconnecting to a stopped server's
