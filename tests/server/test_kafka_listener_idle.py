@@ -55,6 +55,7 @@ class Loop:
                                       name="test", **listener_args)
         self.listener.attach(self.poller)
         self._stop = False
+        self.passes = 0
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -77,6 +78,7 @@ class Loop:
             events = dict(self.poller.poll(timeout))
             listener.on_events(events)
             listener.expire()
+            self.passes += 1
             now = time.monotonic()
             for timer in [t for t in self.timers if t[0] <= now]:
                 self.timers.remove(timer)
@@ -249,6 +251,27 @@ def test_negative_connections_max_idle_ms_keeps_idle_connections():
         assert loop.listener.next_deadline() is None    # nothing to wake the loop for
         time.sleep(0.2)
         assert not c.closed_by_server()
+    finally:
+        c.close()
+        loop.close()
+
+
+def test_a_loop_pass_with_nothing_due_does_not_look_at_the_connections():
+    """A busy worker makes a loop pass per read: ``expire`` looks at its
+    queues only once something in them may be due, and ``next_deadline``
+    still names the idle bound the loop must wake for."""
+    loop = Loop()       # Kafka's 600 s idle bound: nothing falls due in this test
+    c = KafkaWire(f"127.0.0.1:{loop.port}")
+    try:
+        accepted = time.monotonic()
+        for _ in range(20):
+            assert c.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+        passes = loop.passes
+        wait_until(lambda: loop.passes >= passes + 5, message="five more passes of the loop")
+        assert loop.passes >= 25
+        assert loop.listener.expire_runs == 0
+        due = loop.listener.next_deadline()
+        assert accepted - 5 < due - 600 <= time.monotonic()
     finally:
         c.close()
         loop.close()
