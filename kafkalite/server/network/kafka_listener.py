@@ -186,6 +186,7 @@ log = logging.getLogger("kafkalite.kafka")
 
 MAX_REQUEST_BYTES = 100 * 1024 * 1024   # Kafka's socket.request.max.bytes default
 RECV_CHUNK = 1024 * 1024
+NO_DEADLINE = float("inf")     # a listener's _due with nothing to wait for
 LISTEN_BACKLOG = 128
 ACCEPT_RETRY_S = 0.1                # after accept() failed (EMFILE): accept again then
 TLS_REGION_CHUNK = 256 * 1024       # file region bytes read per TLS write
@@ -286,7 +287,7 @@ class KafkaListener:
         # no deadline of the ones above falls before this (inf: none): lowered
         # as each is added; activity only puts a connection's own one later,
         # so it stays a lower bound until ``expire`` recomputes it
-        self._due = float("inf")
+        self._due = NO_DEADLINE
         self.expire_runs = 0    # ``expire`` calls that found something due and looked
         # the one-pass Produce path over a read's frames (its ``served``
         # counts the requests it answered), and the function it was made for
@@ -868,7 +869,7 @@ class KafkaListener:
         """When ``expire`` next has something to do, or may have: the loop
         wakes then at the latest (None: nothing to wake it for)."""
         due = self._due
-        return None if due == float("inf") else due
+        return None if due == NO_DEADLINE else due
 
     def _first_deadline(self) -> float:
         """When the next throttled connection may read again, the next
@@ -882,7 +883,7 @@ class KafkaListener:
             due.append(next(iter(self._by_activity.values())).active_at + self.idle_s)
         if self._authenticating:
             due.append(next(iter(self._authenticating.values())).auth_deadline)
-        return min(due, default=float("inf"))
+        return min(due, default=NO_DEADLINE)
 
     def expire(self) -> None:
         """Unmute the connections whose throttle is over; close the lingering
