@@ -55,6 +55,7 @@ class Loop:
                                       name="test", **listener_args)
         self.listener.attach(self.poller)
         self._stop = False
+        self.passes = 0
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -77,6 +78,7 @@ class Loop:
             events = dict(self.poller.poll(timeout))
             listener.on_events(events)
             listener.expire()
+            self.passes += 1
             now = time.monotonic()
             for timer in [t for t in self.timers if t[0] <= now]:
                 self.timers.remove(timer)
@@ -248,6 +250,30 @@ def test_negative_connections_max_idle_ms_keeps_idle_connections():
         wait_until(lambda: loop.open_connections() == 1, message="the connection's accept")
         assert loop.listener.next_deadline() is None    # nothing to wake the loop for
         time.sleep(0.2)
+        assert not c.closed_by_server()
+    finally:
+        c.close()
+        loop.close()
+
+
+def test_a_loop_pass_with_nothing_due_does_not_look_at_the_connections():
+    """A busy worker makes a loop pass per read: the listener's first
+    deadline is kept as one time, not worked out again on each pass. With
+    the connection active on every pass its idle deadline moves later, but
+    the kept one stays at the first (a lower bound: the loop wakes then,
+    ``expire`` looks and works it out again), and nothing closes early."""
+    loop = Loop()       # Kafka's 600 s idle bound: nothing falls due in this test
+    c = KafkaWire(f"127.0.0.1:{loop.port}")
+    try:
+        wait_until(lambda: loop.listener.next_deadline() is not None,
+                   message="the connection's accept")
+        first = loop.listener.next_deadline()
+        for _ in range(20):
+            assert c.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+        passes = loop.passes
+        wait_until(lambda: loop.passes >= passes + 5, message="five more passes of the loop")
+        assert loop.listener.next_deadline() == first
+        assert time.monotonic() + 590 < first
         assert not c.closed_by_server()
     finally:
         c.close()

@@ -159,7 +159,9 @@ class BrokerRequests:
         return len(self._waiting)
 
     def next_deadline(self) -> float | None:
-        return min((w[3] for w in self._waiting.values()), default=None)
+        if not self._waiting:
+            return None     # asked on every pass of the worker's loop: no generator
+        return min(w[3] for w in self._waiting.values())
 
     def close(self) -> None:
         """Fail what waits (BROKER_NOT_AVAILABLE) and close every socket. A

@@ -114,9 +114,13 @@ scan. Connections are kept in last-activity order (``_by_activity``, an
 OrderedDict: an event moves its connection to the end) and unauthenticated
 ones in accept order (``_authenticating``), which is deadline order since
 every one has the same timeout; ``expire`` looks at the head of each and
-stops at the first connection not yet due, so each loop iteration costs two
-look-ups, each event one ``move_to_end``, and each close its own work.
-``next_deadline`` tells the loop when the head falls due.
+stops at the first connection not yet due, so each event costs one
+``move_to_end`` and each close its own work. ``next_deadline`` tells the
+loop when the first of these (and of the throttles, lingering closes and
+accept pauses) falls due; it is kept as one time (``_due``), lowered when a
+deadline is added and recomputed when ``expire`` runs, so a loop pass with
+nothing due costs ``expire`` one clock read and ``next_deadline`` none: a
+busy worker makes a pass per request read.
 
 Re-authentication (KIP-368): with ``connections_max_reauth_ms`` > 0, a
 client that authenticated with SaslAuthenticate v1+ is told that lifetime
@@ -182,6 +186,7 @@ log = logging.getLogger("kafkalite.kafka")
 
 MAX_REQUEST_BYTES = 100 * 1024 * 1024   # Kafka's socket.request.max.bytes default
 RECV_CHUNK = 1024 * 1024
+NO_DEADLINE = float("inf")     # a listener's _due with nothing to wait for
 LISTEN_BACKLOG = 128
 ACCEPT_RETRY_S = 0.1                # after accept() failed (EMFILE): accept again then
 TLS_REGION_CHUNK = 256 * 1024       # file region bytes read per TLS write
@@ -279,6 +284,13 @@ class KafkaListener:
         self._scratch = bytearray(RECV_CHUNK)
         self._throttled: dict[int, KafkaConnection] = {}
         self._lingering: dict[int, KafkaConnection] = {}   # fd -> closed at its close_at
+        # no deadline of the ones above falls before this (inf: none): lowered
+        # as each is added; activity only puts a connection's own one later,
+        # so it stays a lower bound until ``expire`` recomputes it
+        # (no more attributes without taking one away: past 30, CPython 3.11
+        # gives the instance a dict of its own and every attribute read on
+        # the request path gets slower, 1,100 instructions a request)
+        self._due = NO_DEADLINE
         # the one-pass Produce path over a read's frames (its ``served``
         # counts the requests it answered), and the function it was made for
         self.produce_frames: ProduceFrames | None = None
@@ -413,9 +425,11 @@ class KafkaListener:
             if self.idle_s:
                 conn.active_at = time.monotonic()
                 self._by_activity[conn.fd] = conn
+                self._due = min(self._due, conn.active_at + self.idle_s)
             if self.auth_timeout_s and (conn.tls or conn.sasl is not None):
                 conn.auth_deadline = time.monotonic() + self.auth_timeout_s
                 self._authenticating[conn.fd] = conn
+                self._due = min(self._due, conn.auth_deadline)
             self._update_interest(conn)
 
     def _close(self, conn: KafkaConnection, reason: str | None) -> None:
@@ -810,6 +824,7 @@ class KafkaListener:
             return
         conn.close_at = time.monotonic() + delay_ms / 1000
         self._lingering[conn.fd] = conn
+        self._due = min(self._due, conn.close_at)
         self._update_interest(conn)
 
     def _sasl_api_versions(self, error_code: int, api_version: int = 0) -> dict:
@@ -840,6 +855,7 @@ class KafkaListener:
         if until > conn.throttled_until:
             conn.throttled_until = until
             self._throttled[conn.fd] = conn
+            self._due = min(self._due, until)
 
     # ---- quota throttles ---------------------------------------------------------------------
 
@@ -849,11 +865,18 @@ class KafkaListener:
         if not self._accept_paused_until and self.poller is not None:
             self._listen(False)
         self._accept_paused_until = time.monotonic() + seconds
+        self._due = min(self._due, self._accept_paused_until)
 
     def next_deadline(self) -> float | None:
+        """When ``expire`` next has something to do, or may have: the loop
+        wakes then at the latest (None: nothing to wake it for)."""
+        due = self._due
+        return None if due == NO_DEADLINE else due
+
+    def _first_deadline(self) -> float:
         """When the next throttled connection may read again, the next
         lingering one closes, accepting resumes, or the least recently active
-        or the oldest unauthenticated connection falls due (None: none)."""
+        or the oldest unauthenticated connection falls due (inf: none)."""
         due = [c.throttled_until for c in self._throttled.values()]
         due += [c.close_at for c in self._lingering.values()]
         if self._accept_paused_until:
@@ -862,12 +885,19 @@ class KafkaListener:
             due.append(next(iter(self._by_activity.values())).active_at + self.idle_s)
         if self._authenticating:
             due.append(next(iter(self._authenticating.values())).auth_deadline)
-        return min(due) if due else None
+        return min(due, default=NO_DEADLINE)
 
     def expire(self) -> None:
         """Unmute the connections whose throttle is over; close the lingering
         ones whose delay is, the idle ones and those that did not authenticate
         in time; accept again once a connection-rate pause is."""
+        if time.monotonic() < self._due:
+            return      # nothing due: most passes of a busy loop
+        self._expire_due()
+        # what this left (and what it added: a throttle, a linger, a pause)
+        self._due = self._first_deadline()
+
+    def _expire_due(self) -> None:
         if self._by_activity or self._authenticating:
             self._close_idle(time.monotonic())
         if self._accept_paused_until and self._accept_paused_until <= time.monotonic():

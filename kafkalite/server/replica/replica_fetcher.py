@@ -172,6 +172,8 @@ class ReplicaFetcher:
     # ---- the loop ----------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
+        if not self.followed:
+            return None     # asked on every pass of the worker's loop: no list
         waits = [f.retry_at for f in self.followed.values() if f.retry_at]
         return min(waits) if waits else None
 

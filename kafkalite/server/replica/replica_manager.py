@@ -1103,9 +1103,11 @@ class ReplicaManager:
     # ---- time --------------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        deadlines = [d for d in (self.purgatory.next_deadline(), self.shares.next_deadline())
-                     if d is not None]
-        return min(deadlines) if deadlines else None
+        # the worker's loop asks on every pass: no list for two values
+        due, shared = self.purgatory.next_deadline(), self.shares.next_deadline()
+        if shared is None:
+            return due
+        return shared if due is None else min(due, shared)
 
     def expire(self) -> None:
         self.purgatory.expire()

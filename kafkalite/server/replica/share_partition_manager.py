@@ -601,6 +601,8 @@ class SharePartitionManager:
         self.dead_letter_writer.tick()
 
     def next_deadline(self) -> float | None:
+        if not self.shares and not self.dead_letter_writer.busy:
+            return None     # asked on every pass of the worker's loop: no lists
         deadlines = [d for d in (sp.next_deadline() for sp in self.shares.values())
                      if d is not None]
         if self.dead_letter_writer.busy:
