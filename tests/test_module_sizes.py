@@ -39,7 +39,7 @@ MODULE_EXCEPTIONS: dict[str, tuple[int, str]] = {
         1179, "copies, deletes, reads and the shared metadata's claim change the same entries "
               "and copier futures; the leadership part (lead .. _maybe_refresh) is next to go"),
     "kafkalite/server/network/kafka_listener.py": (
-        1076, "a connection's states (reading, TLS, SASL, ordered answers, throttling, "
+        1018, "a connection's states (reading, TLS, SASL, ordered answers, throttling, "
               "closing) act on the same socket and buffers"),
     "kafkalite/client/admin.py": (
         1057, "AdminClient is one class a user imports, one method per admin call, and the "

@@ -1103,11 +1103,8 @@ class ReplicaManager:
     # ---- time --------------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        # the worker's loop asks on every pass: no list for two values
-        due, shared = self.purgatory.next_deadline(), self.shares.next_deadline()
-        if shared is None:
-            return due
-        return shared if due is None else min(due, shared)
+        due, shared = self.purgatory.next_deadline(), self.shares.next_deadline()  # no list
+        return due if shared is None else shared if due is None else min(due, shared)
 
     def expire(self) -> None:
         self.purgatory.expire()
