@@ -67,6 +67,23 @@ def random_value(rng: random.Random, kind: str):
     return "00000000-0000-4000-8000-" + f"{rng.getrandbits(48):012x}"
 
 
+def random_row(rng: random.Random) -> tuple[list[str], list[str]]:
+    """One random row of COLUMNS as SQL: each value's expression (a NULL, a
+    parameter cast to its type, or 'literal'::type + 'interval') and the
+    parameters."""
+    exprs, params = [], []
+    for _, kind, _ in COLUMNS:
+        v = random_value(rng, kind)
+        if v is None:
+            exprs.append(f"NULL::{kind}")
+        elif "'" in v:
+            exprs.append(f"('{v}'::interval)::{kind}")
+        else:
+            exprs.append(f"%s::{kind}")
+            params.append(v)
+    return exprs, params
+
+
 def pg_texts(dsn: str, rng: random.Random, n: int) -> list[list]:
     """``n`` random rows, each value's text as PostgreSQL's output function
     writes it (bytes, or None: what pgoutput sends), in a session whose time
@@ -75,16 +92,7 @@ def pg_texts(dsn: str, rng: random.Random, n: int) -> list[list]:
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("SET TIME ZONE 'Asia/Kolkata'")
         for _ in range(n):
-            exprs, params = [], []
-            for _, kind, _ in COLUMNS:
-                v = random_value(rng, kind)
-                if v is None:
-                    exprs.append(f"NULL::{kind}")
-                elif "'" in v:                  # an expression: 'literal'::type + 'interval'
-                    exprs.append(f"('{v}'::interval)::{kind}")
-                else:
-                    exprs.append(f"%s::{kind}")
-                    params.append(v)
+            exprs, params = random_row(rng)
             # libpq's text of each value, as the snapshot reads it off the result
             res = c.execute(f"SELECT {', '.join(exprs)}", params).pgresult
             rows.append([res.get_value(0, j) for j in range(res.nfields)])

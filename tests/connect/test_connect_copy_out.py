@@ -11,7 +11,7 @@ import random
 
 import psycopg
 import pytest
-from test_connect_cdc_values import COLUMNS, random_value
+from test_connect_cdc_values import COLUMNS, random_row
 
 
 def fill(dsn: str, table: str, rng: random.Random, n: int) -> None:
@@ -21,16 +21,7 @@ def fill(dsn: str, table: str, rng: random.Random, n: int) -> None:
                                                        in COLUMNS) + ")")
         c.execute(f"INSERT INTO {table} (t) VALUES ('\\N'), (E'a\\tb\\\\c\\nd\\re\\x01f\\x7f')")
         for _ in range(n):
-            exprs, params = [], []
-            for _, kind, _ in COLUMNS:
-                v = random_value(rng, kind)
-                if v is None:
-                    exprs.append(f"NULL::{kind}")
-                elif "'" in v:
-                    exprs.append(f"('{v}'::interval)::{kind}")
-                else:
-                    exprs.append(f"%s::{kind}")
-                    params.append(v)
+            exprs, params = random_row(rng)
             c.execute(f"INSERT INTO {table} SELECT {', '.join(exprs)}", params)
 
 

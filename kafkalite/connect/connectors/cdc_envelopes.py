@@ -167,13 +167,16 @@ class ChangeValues(JsonStructValues):
         return self.source.writer(self.rel).envelopes(self.changes, head, tail)
 
     def without(self, indexes: set) -> "ChangeValues":
-        return ChangeValues(self.source, self.rel,
-                            [c for i, c in enumerate(self.changes) if i not in indexes])
+        return type(self)(self.source, self.rel,
+                          [c for i, c in enumerate(self.changes) if i not in indexes])
+
+    def _convert(self):
+        return self.source.value        # (rel, change) -> the change's envelope dict
 
     def _list(self) -> list:
         if self._dicts is None:
-            value, rel = self.source.value, self.rel
-            self._dicts = [value(rel, c) for c in self.changes]
+            convert, rel = self._convert(), self.rel
+            self._dicts = [convert(rel, c) for c in self.changes]
         return self._dicts
 
     def __len__(self):
@@ -197,12 +200,5 @@ class ChangeKeys(ChangeValues):
     def json_payloads(self, head: bytes, tail: bytes) -> list:
         return self.source.writer(self.rel).keys(self.changes, head, tail)
 
-    def without(self, indexes: set) -> "ChangeKeys":
-        return ChangeKeys(self.source, self.rel,
-                          [c for i, c in enumerate(self.changes) if i not in indexes])
-
-    def _list(self) -> list:
-        if self._dicts is None:
-            key, rel = self.source.key, self.rel
-            self._dicts = [key(rel, c) for c in self.changes]
-        return self._dicts
+    def _convert(self):
+        return self.source.key
