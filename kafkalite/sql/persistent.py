@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from kafkalite.sql.errors import QueryError
 from kafkalite.sql.queries_topic import (QUERIES_TOPIC, ensure_queries_topic, query_key,
-                                         read_queries, status_key)
+                                         read_queries, seal, status_key)
 from kafkalite.sql.topic_source import BASE_SCHEMA
 
 APPLICATION_PREFIX = "_kafkalite-query-"     # a query's Streams application.id's
@@ -217,6 +217,10 @@ class Statements:
         record = {"id": query_id, "sql": " ".join(sql.split()).rstrip(";"), "select": select,
                   "input": input_topic, "output": output, "partitions": partitions,
                   "principal": self.session.principal, "created_ms": int(time.time() * 1000)}
+        # sealed with the owner's key file when this client has it (the
+        # HTTP door, the owner's CLI): the runner runs nothing unsealed on a
+        # server with security on (queries_topic.py)
+        record = seal(record, self.session.client_config.get("curve.secret.key"))
         self._write({query_key(query_id): json.dumps(record).encode()})
         return pa.table({"query_id": [query_id],
                          "message": [f"Created query with ID {query_id}: {input_topic} -> "

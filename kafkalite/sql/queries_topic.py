@@ -1,7 +1,7 @@
 """The compacted topic of persistent queries (persistent.py), one partition:
 
     key "query/<ID>"   {"id", "sql", "select", "input", "output", "partitions",
-                        "principal", "created_ms"}   (a tombstone: terminated)
+                        "principal", "created_ms", "seal"}   (a tombstone: terminated)
     key "status/<ID>"  {"state": RUNNING | ERROR, "error", "host"}
                         (written by the runner that runs it, query_runner.py)
 
@@ -9,10 +9,24 @@ Written by the statements (CREATE STREAM, TERMINATE) and the runner;
 read whole by SHOW QUERIES and followed by the runner. Imports nothing
 but the client, late, so that the idle runner stays small.
 
+The seal: a query runs with its creator's rights, which the statements
+checked (persistent.py), yet the runner reads with the node owner's key
+pair and the record's "principal" is only what its writer wrote. On a
+server with security on, a query record is therefore sealed: an HMAC of
+its fields under a key only the owner's key file gives (``seal``), made
+by the doors that checked the creator (``POST /query``, the owner's own
+``kafkalite sql``). The runner runs only records whose seal it can make
+again (``sealed``), so whoever is given Write on this topic still cannot
+have a query read what its creator may not. Security off: no key file,
+no seal, nothing to check (every client may do everything there).
+
 Who may call: persistent.py, query_runner.py.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import hmac
 import json
 
 QUERIES_TOPIC = "_kafkalite_queries"
@@ -25,6 +39,32 @@ def query_key(query_id: str) -> bytes:
 
 def status_key(query_id: str) -> bytes:
     return f"status/{query_id}".encode()
+
+
+@functools.lru_cache(maxsize=4)
+def _seal_key(key_file: str) -> bytes:
+    with open(key_file, "rb") as f:
+        return hashlib.sha256(b"kafkalite persistent query seal\0" + f.read()).digest()
+
+
+def _digest(record: dict, key_file: str) -> str:
+    fields = json.dumps({k: v for k, v in record.items() if k != "seal"}, sort_keys=True,
+                        separators=(",", ":")).encode()
+    return hmac.new(_seal_key(key_file), fields, hashlib.sha256).hexdigest()
+
+
+def seal(record: dict, key_file: str | None) -> dict:
+    """``record`` with its seal, made with the owner's key file (None:
+    security off, no seal)."""
+    return record if key_file is None else {**record, "seal": _digest(record, key_file)}
+
+
+def sealed(record: dict, key_file: str | None) -> bool:
+    """Whether ``record`` was sealed with ``key_file`` (always, without one)."""
+    if key_file is None:
+        return True
+    given = record.get("seal")
+    return isinstance(given, str) and hmac.compare_digest(given, _digest(record, key_file))
 
 
 def ensure_queries_topic(client_config: dict, timeout: float) -> None:

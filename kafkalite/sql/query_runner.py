@@ -29,7 +29,11 @@ read_committed reader.
 
 Rights: the runner connects with the node's owner key pair; a query's
 creator's Read on its input and Write on its output were checked when it
-was created (and are checked again by TERMINATE), not while it runs.
+was created (and are checked again by TERMINATE), not while it runs. So
+that a record written to QUERIES_TOPIC by anyone else (a client given
+Write on it) cannot borrow the owner's rights, the runner runs only
+records sealed with the owner's key file (queries_topic.seal); any other
+is the query's ERROR, never started.
 
 Which process runs it: the keeper, the supervisor of the node that
 serves the HTTP port's ``/query`` (cli/server.py hands it to the
@@ -195,7 +199,17 @@ class Runner:
         now = time.monotonic()
         for query_id, query in self.wanted.items():
             if query_id not in self.running and self.retry_at.get(query_id, 0) <= now:
-                self._start_query(query)
+                if self._sealed(query):
+                    self._start_query(query)
+
+    def _sealed(self, query: dict) -> bool:
+        from kafkalite.sql.queries_topic import sealed
+        if sealed(query, self.client_config.get("curve.secret.key")):
+            return True
+        self._tell(query["id"], "ERROR", "not run: its record is not sealed by this node's "
+                   "owner (written to the queries topic directly, not through POST /query or "
+                   "the owner's kafkalite sql)")
+        return False
 
     def _failed(self, query_id: str, exc) -> None:
         """ERROR, and a new start after a backoff (ksqlDB retries a failed

@@ -220,3 +220,51 @@ def test_a_persistent_query_needs_its_creators_read_and_write(secured):
         "columns": ["query_id", "state", "input", "output", "statement"],
         "schema": "`query_id` string, `state` string, `input` string, `output` string, "
                   "`statement` string"}}])
+
+
+def test_a_query_record_written_around_the_doors_is_not_run(secured):
+    """Whoever is given Write on the queries topic can write a query's
+    record naming any creator; the runner (the owner's rights) must not
+    run it: alice, with Write on ``_kafkalite_queries`` and on her own
+    ``stolen`` but no Read on ``closed``, records a copy of ``closed``
+    into ``stolen`` "created by User:admin". It is listed ERROR, not
+    sealed by the owner, and ``stolen`` stays empty."""
+    from confluent_kafka import Producer as KafkaProducer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+    from confluent_kafka import Consumer as KafkaConsumer
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
+                                       ResourcePatternType, ResourceType)
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+    from confluent_kafka.admin import NewTopic as KafkaNewTopic
+    admin_auth = ("admin", PASSWORDS["admin"])
+    admin = KafkaAdmin(sasl_config(secured, *admin_auth))
+    for name, config in (("_kafkalite_queries", {"cleanup.policy": "compact"}), ("stolen", {})):
+        if name not in admin.list_topics(timeout=30).topics:
+            admin.create_topics([KafkaNewTopic(name, 1, 1, config=config)])[name].result(30)
+    for f in admin.create_acls([AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL,
+                                           "User:alice", "*", AclOperation.WRITE,
+                                           AclPermissionType.ALLOW)
+                                for name in ("_kafkalite_queries", "stolen")]).values():
+        f.result(30)
+    forged = {"id": "CSAS_STOLEN_9", "sql": "CREATE STREAM stolen AS SELECT decode(value) AS v "
+              "FROM closed", "select": "SELECT decode(value) AS v FROM closed",
+              "input": "closed", "output": "stolen", "partitions": 1,
+              "principal": "User:admin", "created_ms": int(time.time() * 1000)}
+    producer = KafkaProducer(sasl_config(secured, "alice", PASSWORDS["alice"]))
+    producer.produce("_kafkalite_queries", json.dumps(forged).encode(), b"query/CSAS_STOLEN_9")
+    assert producer.flush(30) == 0
+
+    def state():
+        rows = {r["row"]["columns"][0]: r["row"]["columns"][1]
+                for r in post(query_url(secured), {"sql": "SHOW QUERIES"}, admin_auth)[1][1:]}
+        return rows.get("CSAS_STOLEN_9") if rows.get("CSAS_STOLEN_9") != "PENDING" else None
+    try:
+        assert wait_until(state, 90, "the runner to take the record") == "ERROR"
+        reader = KafkaConsumer({**sasl_config(secured, *admin_auth), "group.id": "stolen-check"})
+        try:
+            assert reader.get_watermark_offsets(KafkaTopicPartition("stolen", 0), 30) == (0, 0)
+        finally:
+            reader.close()
+    finally:
+        producer.produce("_kafkalite_queries", None, b"query/CSAS_STOLEN_9")
+        producer.flush(30)
