@@ -34,3 +34,15 @@ def test_bench_connect_iceberg_quick(tmp_path):
                                    "pyiceberg_append_rows_per_s",
                                    "connect_sink_to_append_ratio"} | rounds
     assert all(f["value"] > 0 for f in doc["figures"].values())
+
+
+def test_bench_connect_iceberg_lag_quick(tmp_path):
+    """benchmarks/bench_connect_iceberg_lag.py runs in its --quick setting
+    and prints the round's commit lag (the table's and the group's)."""
+    script = os.path.join(os.path.dirname(SCRIPT), "bench_connect_iceberg_lag.py")
+    out = subprocess.run([sys.executable, script, "--quick", "--work-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, env=child_env())
+    assert out.returncode == 0, out.stderr + out.stdout
+    line = next(x for x in out.stdout.splitlines() if x.startswith("round 1:"))
+    assert "table lag median" in line and "group lag median" in line, out.stdout
+    assert "table lag median -" not in line, out.stdout
