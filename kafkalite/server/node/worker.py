@@ -135,11 +135,8 @@ class Worker:
                  node_keys: tuple[bytes, bytes] | None = None):
         self.index = index
         self.config = config
-        # one persistent epoll set (poller.py): a pass with only Kafka
-        # traffic costs one epoll_wait, and no ZeroMQ call; the context's
-        # sockets tell it when a send or receive may have hidden a message
-        self.ctx = polled_context()
-        self.poller = EpollPoller()
+        self.ctx = polled_context()     # its sockets tell the poller of each send and receive
+        self.poller = EpollPoller()     # a pass of Kafka traffic alone: no ZeroMQ call (poller.py)
         native = native_curve(config)       # the key file's, or None
         # the key pair the control channel and the relay take: the server's,
         # else the one the supervisor made for this run (node_keys)
