@@ -41,8 +41,9 @@ before it is closed (every caller here does), or a duplicate of it held
 elsewhere keeps reporting under its old number. ``unregister`` of a
 descriptor already closed is quiet.
 
-Who may call: the one thread of the loop that owns it (the worker's, the
-supervisor's).
+Who may call: the one thread of the loop that owns it (the worker's; the
+supervisor keeps ``zmq.Poller``: its loop turns about 13 times a second
+under load, where the saving is 0.03 µs a message).
 """
 from __future__ import annotations
 
@@ -72,8 +73,10 @@ _ZMQ_EVENTS_OF = [((_ZMQ_POLLIN if ev & select.EPOLLIN else 0)
 class PolledSocket(zmq.Socket):
     """A ZeroMQ socket that tells its poller of every ``send`` and ``recv``
     (``send_multipart``, ``send_string``, ``recv_multipart``, ... all go
-    through these two): after one, its ``ZMQ_FD`` may have been cleared with
-    messages waiting, so the poller reads its ``ZMQ_EVENTS`` again."""
+    through these two) and ``poll``: after one, its ``ZMQ_FD`` may have been
+    cleared with messages waiting, so the poller reads its ``ZMQ_EVENTS``
+    again. (Reading ``ZMQ_EVENTS`` elsewhere would clear it unseen: only the
+    poller does.)"""
 
     # the set of the poller it is registered with (EpollPoller.touched), or
     # None; a class attribute so that pyzmq's attribute setter allows it
@@ -93,6 +96,12 @@ class PolledSocket(zmq.Socket):
         if self.touched is not None:
             self.touched.add(self)
         return super().recv_into(buffer, *args, **kwargs)
+
+    def poll(self, timeout=None, flags=zmq.POLLIN):
+        # a zmq_poll of its own: it reads ZMQ_EVENTS, which clears ZMQ_FD too
+        if self.touched is not None:
+            self.touched.add(self)
+        return super().poll(timeout, flags)
 
 
 class PolledContext(zmq.Context):
