@@ -18,7 +18,9 @@ What it holds:
   response's (``each_partition``);
 - quotas.py: client quotas and throttling; connection_quotas.py: the
   connection-rate quotas (KIP-612);
-- port_holder.py: which process holds a port a listener cannot bind.
+- port_holder.py: which process holds a port a listener cannot bind;
+- poller.py: the event loop's poller, ``zmq.Poller``'s interface over one
+  persistent epoll set (the worker's).
 
 Which process runs it: every broker process, on its event loop: the
 supervisor and each partition worker (of the controller node or of a

@@ -35,7 +35,9 @@ The worker is the event loop around the parts that do the work:
 Everything runs on one thread (the replica manager borrows a thread pool to
 open and close many logs at once, and its checkpoint file is written by a
 thread of its own). The poll timeout is the nearest of the purgatory's
-deadlines and the next housekeeping, so an idle worker sleeps.
+deadlines and the next housekeeping, so an idle worker sleeps. The poll is
+one epoll set (network/poller.py): a pass with only Kafka traffic or ring
+doorbells makes no ZeroMQ call.
 
 Who may call: run as ``python -m kafkalite.server.node.worker`` by the supervisor.
 """
@@ -66,6 +68,7 @@ from kafkalite.server.auth.security import (listener_security, native_curve, nat
                                        node_curve)
 from kafkalite.server.network.broker_requests import BrokerRequests
 from kafkalite.server.network.native_listener import NativeListener
+from kafkalite.server.network.poller import EpollPoller, polled_context
 from kafkalite.server.auth.native_login import native_login
 from kafkalite.server.node.processes import (CONTROLLER_FILE, acl_push_dropped, config_digest,
                                              lock_worker, pid_alive, read_controller_file,
@@ -132,8 +135,8 @@ class Worker:
                  node_keys: tuple[bytes, bytes] | None = None):
         self.index = index
         self.config = config
-        self.ctx = zmq.Context.instance()
-        self.poller = zmq.Poller()
+        self.ctx = polled_context()     # its sockets tell the poller of each send and receive
+        self.poller = EpollPoller()     # a pass of Kafka traffic alone: no ZeroMQ call (poller.py)
         native = native_curve(config)       # the key file's, or None
         # the key pair the control channel and the relay take: the server's,
         # else the one the supervisor made for this run (node_keys)
