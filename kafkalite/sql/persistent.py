@@ -41,7 +41,7 @@ import pyarrow as pa
 from kafkalite.sql.errors import QueryError
 from kafkalite.sql.queries_topic import (QUERIES_TOPIC, ensure_queries_topic, query_key,
                                          read_queries, seal, status_key)
-from kafkalite.sql.topic_source import BASE_SCHEMA
+from kafkalite.sql.topic_source import BASE_SCHEMA, input_table
 
 APPLICATION_PREFIX = "_kafkalite-query-"     # a query's Streams application.id's
 
@@ -128,16 +128,6 @@ class QueryPlan:
          .map_values(columnar(lambda batch: self.values(batch)))
          .to(output, Produced.with_(Serdes.bytes(), Serdes.string())))
         return builder.build()
-
-
-def input_table(batch: pa.RecordBatch) -> pa.Table:
-    """A Streams topology batch (streams/records.py) as the input topic's
-    table (BASE_SCHEMA), the table a persistent query's SELECT reads."""
-    arrays = [batch.column("partition"), batch.column("offset"),
-              batch.column("timestamp").cast(BASE_SCHEMA.field("timestamp").type),
-              batch.column("key").cast(pa.binary()), batch.column("value").cast(pa.binary()),
-              batch.column("headers")]
-    return pa.Table.from_arrays(arrays, schema=BASE_SCHEMA)
 
 
 def plan_for(query: dict):

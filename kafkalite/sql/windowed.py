@@ -48,8 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafkalite.sql.errors import QueryError, describe
-from kafkalite.sql.persistent import input_table
-from kafkalite.sql.topic_source import BASE_SCHEMA
+from kafkalite.sql.topic_source import BASE_SCHEMA, input_table
 
 DEFAULT_GRACE_MS = 24 * 3600 * 1000
 _UNITS = {"millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000,

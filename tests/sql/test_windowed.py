@@ -167,11 +167,11 @@ def test_the_latest_value_of_each_window_is_the_model(server, session, topic_nam
      'GROUP BY key', "syntax", "CREATE TABLE o: WINDOW TUMBLING takes (SIZE <n> <unit> "
      "[, GRACE PERIOD <n> <unit>]), not (SIZE 1 FORTNIGHT) at line 1, column "),
     ('CREATE TABLE o AS SELECT key, SUM(decode(value)) FROM "{t}" GROUP BY key', "invalid",
-     "No function matches the given name and argument types 'sum(VARCHAR)'"),
+     "CREATE TABLE o: No function matches the given name and argument types 'sum(VARCHAR)'"),
     ('CREATE TABLE o AS SELECT key, COUNT(*) FROM "{t}" WINDOW SESSION (5 SECONDS) '
      'GROUP BY key', "invalid", "WINDOW SESSION is not supported in a persistent query yet"),
     ('CREATE TABLE o AS SELECT key, decode(value), COUNT(*) FROM "{t}" GROUP BY key',
-     "invalid", "must appear in the GROUP BY clause"),
+     "invalid", "CREATE TABLE o: column \"value\" must appear in the GROUP BY clause"),
 ], ids=["window-without-group-by", "unknown-function", "unsupported-aggregate", "window-unit",
         "type-mismatch", "session", "not-grouped"])
 def test_a_bad_statement_is_one_line_naming_the_problem(server, session, topic_name, statement,
