@@ -335,6 +335,17 @@ class AggregatePlan:
             structure[f"x{j}"] = sql_type
         value = f"to_json(struct_pack({', '.join(packed)}))" if packed else "''"
         self.grouping_sql = f"SELECT {key} AS key, {value} AS value FROM ({text}) AS t"
+        # GROUP BY key: each record is in its key's partition already (as
+        # Kafka Streams' group_by_key and ksqlDB assume): no repartition, the
+        # arguments a struct at once, a null one (the WHERE false) left out
+        # by the aggregation
+        self.direct_sql = None
+        if self.key.get("class") == "COLUMN_REF" and \
+                [n.lower() for n in self.key.get("column_names", [])] == ["key"]:
+            direct = f"struct_pack({', '.join(packed)})" if packed else "1"
+            if where is not None:
+                direct = f"CASE WHEN coalesce(c0, false) THEN {direct} END"
+            self.direct_sql = f"SELECT {direct} AS value FROM ({text}) AS t"
         # (the structure's names and types: no quote to escape)
         self.unpack_sql = f"SELECT json_transform(value, '{json.dumps(structure)}') AS value " \
             f"FROM packed" if structure else None
@@ -347,6 +358,10 @@ class AggregatePlan:
         answer = self._run(self.grouping_sql, input_table(batch))
         return {"key": answer.column("key").combine_chunks(),
                 "value": answer.column("value").combine_chunks().cast(pa.string())}
+
+    def direct(self, batch: pa.RecordBatch) -> pa.Array:
+        """GROUP BY key: each record's arguments (null: the WHERE drops it)."""
+        return self._run(self.direct_sql, input_table(batch)).column("value").combine_chunks()
 
     def unpack(self, batch: pa.RecordBatch) -> pa.Array:
         if self.unpack_sql is None:
@@ -400,12 +415,15 @@ class AggregatePlan:
         from kafkalite.streams import (Consumed, Grouped, Materialized, Produced, Repartitioned,
                                        Serdes, StreamsBuilder, columnar)
         builder = StreamsBuilder()
-        grouped = (builder.stream(self.input, Consumed.with_(Serdes.bytes(), Serdes.bytes()))
-                   .map(columnar(lambda batch: self.grouping(batch)))
-                   .filter(pc.is_valid(pc.field("key")))
-                   .repartition(Repartitioned("group-by", Serdes.bytes(), Serdes.string()))
-                   .map_values(columnar(lambda batch: self.unpack(batch)))
-                   .group_by_key(Grouped.with_(Serdes.bytes(), None)))
+        source = builder.stream(self.input, Consumed.with_(Serdes.bytes(), Serdes.bytes()))
+        if self.direct_sql is not None:
+            source = source.map_values(columnar(lambda batch: self.direct(batch)))
+        else:
+            source = (source.map(columnar(lambda batch: self.grouping(batch)))
+                      .filter(pc.is_valid(pc.field("key")))
+                      .repartition(Repartitioned("group-by", Serdes.bytes(), Serdes.string()))
+                      .map_values(columnar(lambda batch: self.unpack(batch))))
+        grouped = source.group_by_key(Grouped.with_(Serdes.bytes(), None))
         if self.window is not None:
             grouped = grouped.windowed_by(self.window.time_windows())
         (grouped.aggregate_columns(self.slots, Materialized.as_("aggregate"))
@@ -415,7 +433,8 @@ class AggregatePlan:
 
     def explain(self) -> list[tuple[str, str]]:
         """EXPLAIN's steps between the source and the sink."""
-        return [("group by", self.grouping_sql),
+        return [("group by", self.grouping_sql if self.direct_sql is None else
+                 f"the record key (no repartition): {self.direct_sql}"),
                 ("window", str(self.window) if self.window else "(none: one row per key)"),
                 ("aggregate", ", ".join(f"{op}({f or '*'})" for f, op in self.slots)),
                 ("columns", ", ".join(self.names))]
