@@ -220,6 +220,7 @@ class AggregatePlan:
         if not self.slots:
             self.slots.append((None, "count"))     # a GROUP BY without aggregates: kept keys
         self._plan_sql(node)
+        self.values_sql = self._values_sql()
 
     def _bind(self, node: dict) -> list[str]:
         """DuckDB binds the SELECT (WINDOWSTART / WINDOWEND as grouped
@@ -373,8 +374,46 @@ class AggregatePlan:
         finally:
             self._con.unregister("packed")
 
+    def _values_sql(self) -> str:
+        """The output's JSON values of a table of updates (key, a0.., ws),
+        by DuckDB (``values``): a key text that is not UTF-8 makes it fail,
+        and that batch is written by ``_values_per_row``."""
+        t = self.key_type
+        key = "json(decode(key))" if _number(t) or pa.types.is_boolean(t) else "decode(key)"
+        size = self.window.size_ms if self.window is not None else 0
+        fields = {}
+        for name, (kind, detail) in zip(self.names, self.columns):
+            fields.setdefault(name, key if kind == "key" else
+                              (f"ws + {size}" if detail == "windowend" else "ws")
+                              if kind == "window" else
+                              f"a{detail[0]} / NULLIF(a{detail[1]}, 0)" if kind == "avg" else
+                              f"a{detail}")
+        if self.window is not None:
+            fields.setdefault("WINDOWSTART", "ws")
+            fields.setdefault("WINDOWEND", f"ws + {size}")
+        members = ", ".join('"{}" := {}'.format(n.replace('"', '""'), e)
+                            for n, e in fields.items())
+        return f"SELECT to_json(struct_pack({members})) AS value FROM updates"
+
     def values(self, batch: pa.RecordBatch) -> pa.Array:
-        """The output records' JSON values (per update, not per input record)."""
+        """The output records' JSON values (per update, not per input
+        record), made by DuckDB: a batch of updates is one call."""
+        state = batch.column("value")
+        columns = {"key": batch.column("key")}
+        columns.update((f"a{i}", state.field(f"a{i}")) for i in range(len(self.slots)))
+        if self.window is not None:
+            columns["ws"] = batch.column("window_start")
+        self._con.register("updates", pa.table(columns))
+        try:
+            return self._con.sql(self.values_sql).to_arrow_table().column("value") \
+                .combine_chunks().cast(pa.string())
+        except duckdb.Error:
+            return self._values_per_row(batch)
+        finally:
+            self._con.unregister("updates")
+
+    def _values_per_row(self, batch: pa.RecordBatch) -> pa.Array:
+        """``values`` in Python: keys that are not UTF-8 text (\\x escapes)."""
         state = batch.column("value")
         slots = [state.field(f"a{i}").to_pylist() for i in range(len(self.slots))]
         keys = [self._key_value(k) for k in batch.column("key").to_pylist()]

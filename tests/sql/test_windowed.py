@@ -185,6 +185,25 @@ def test_a_bad_statement_is_one_line_naming_the_problem(server, session, topic_n
     assert text.format(t=topic_name) in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_a_key_that_is_not_text_is_written_with_escapes():
+    """The output's values are made by DuckDB, whose decode() refuses bytes
+    that are not UTF-8: such a batch is written row by row, its key with
+    \\x escapes, as POST /query prints bytes (the Streams test driver, no server)."""
+    from kafkalite.sql.windowed import AggregatePlan
+    from kafkalite.streams import Serdes, TopologyTestDriver
+    plan = AggregatePlan("SELECT key AS k, COUNT(*) AS n FROM t WINDOW TUMBLING "
+                         "(SIZE 1 SECOND) GROUP BY key", "t")
+    with TopologyTestDriver(plan.topology("out"), {"application.id": "app"}) as d:
+        d.create_input_topic("t", Serdes.bytes(), Serdes.bytes()).pipe_record_list(
+            [(b"\xffa", b"1", 5), (b"ok", b"2", 6), (b"\xffa", b"3", 1500)])
+        out = [json.loads(v) for _, v in d.create_output_topic(
+            "out", Serdes.bytes(), Serdes.string()).read_key_values_to_list()]
+    assert sorted(out, key=lambda v: (v["WINDOWSTART"], v["k"])) == [
+        {"k": "\\xffa", "n": 1, "WINDOWSTART": 0, "WINDOWEND": 1000},
+        {"k": "ok", "n": 1, "WINDOWSTART": 0, "WINDOWEND": 1000},
+        {"k": "\\xffa", "n": 1, "WINDOWSTART": 1000, "WINDOWEND": 2000}]
+
+
 # ---- kill -9 of the runner (a server of the test's own) -----------------------------------------
 
 # GROUP BY key: the path without a repartition (the model test's takes one)
