@@ -62,6 +62,8 @@ _WINDOW_SPECS = {
     "HOPPING": re.compile(rf"^\s*SIZE\s+{_DURATION}\s*,\s*ADVANCE\s+BY\s+{_DURATION}\s*"
                           rf"(?:,\s*GRACE\s+PERIOD\s+{_DURATION}\s*)?$", re.IGNORECASE)}
 AGGREGATES = ("count", "count_star", "sum", "min", "max", "avg")
+_ARROW = {"BIGINT": pa.int64(), "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_(),
+          "VARCHAR": pa.string()}
 WINDOW_COLUMNS = ("windowstart", "windowend")
 
 
@@ -219,8 +221,13 @@ class AggregatePlan:
         self.columns = [self._column(item) for item in node["select_list"]]
         if not self.slots:
             self.slots.append((None, "count"))     # a GROUP BY without aggregates: kept keys
-        self._plan_sql(node)
+        structure = self._plan_sql(node)
         self.values_sql = self._values_sql()
+        # the window store's values: a struct a column at a time (Serdes.struct),
+        # not a JSON object a record
+        self.state_type = pa.struct([
+            (f"a{i}", pa.int64() if op == "count" else _ARROW[structure[field]])
+            for i, (field, op) in enumerate(self.slots)])
 
     def _bind(self, node: dict) -> list[str]:
         """DuckDB binds the SELECT (WINDOWSTART / WINDOWEND as grouped
@@ -298,9 +305,10 @@ class AggregatePlan:
             "SELECT 1 FROM duckdb_functions() WHERE function_name = ? AND function_type = "
             "'aggregate'", [name]).fetchall())
 
-    def _plan_sql(self, node: dict) -> None:
+    def _plan_sql(self, node: dict) -> dict:
         """The per-record SQL (WHERE, key, arguments over the input; their
-        types checked) and the unpacking one (JSON to a struct)."""
+        types checked) and the unpacking one (JSON to a struct); -> the
+        arguments' SQL types by field."""
         inner = copy.deepcopy(node)
         where = inner.get("where_clause")
         items = ([where] if where is not None else []) + [self.key] + \
@@ -350,6 +358,7 @@ class AggregatePlan:
         # (the structure's names and types: no quote to escape)
         self.unpack_sql = f"SELECT json_transform(value, '{json.dumps(structure)}') AS value " \
             f"FROM packed" if structure else None
+        return structure
 
     # ---- per batch --------------------------------------------------------------------------
 
@@ -465,7 +474,8 @@ class AggregatePlan:
         grouped = source.group_by_key(Grouped.with_(Serdes.bytes(), None))
         if self.window is not None:
             grouped = grouped.windowed_by(self.window.time_windows())
-        (grouped.aggregate_columns(self.slots, Materialized.as_("aggregate"))
+        (grouped.aggregate_columns(self.slots, Materialized.as_("aggregate").with_value_serde(
+            Serdes.struct(self.state_type)))
          .to_stream().map_values(columnar(lambda batch: self.values(batch)))
          .to(output, Produced.with_(Serdes.bytes(), Serdes.string())))
         return builder.build()
