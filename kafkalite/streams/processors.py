@@ -397,10 +397,17 @@ class AggregateNode(ProcessorNode):
         grouped = table.group_by("k", use_threads=False).aggregate(aggs)
         uniq = grouped.column("k").to_pylist()
         old = store.get_many(uniq)
+        # the stored structs (dicts) as one Arrow struct, in C++: flatten()
+        # gives each field with the rows of absent keys null
+        known = None
+        if any(o is not None for o in old):
+            stored = pa.array(old)
+            known = dict(zip((f.name for f in stored.type), stored.flatten()))
         names, merged = [], []
         for i, (_, op) in enumerate(self.how):
             fresh = grouped.column(f"a{i}_{op}").combine_chunks()
-            before = pa.array([None if o is None else o[f"a{i}"] for o in old], fresh.type)
+            before = pa.nulls(len(old), fresh.type) if known is None else \
+                known[f"a{i}"].cast(fresh.type)
             if op == "count":
                 both = pc.add(before.fill_null(0), fresh)
             else:
