@@ -216,7 +216,7 @@ class AggregatePlan:
             "autoload_known_extensions": False, "threads": 1, "memory_limit": "256MB"})
         self.names = self._bind(node)
         self.key = _group_key(node)
-        self.arguments: list[tuple[dict, str]] = []   # (expression, "count" | "value")
+        self.arguments: list[tuple[dict, str]] = []   # (expression, its aggregate's name)
         self.slots: list[tuple[str | None, str]] = []  # aggregate_columns' pairs
         self.columns = [self._column(item) for item in node["select_list"]]
         if not self.slots:
