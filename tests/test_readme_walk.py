@@ -141,6 +141,15 @@ EXPECT = {"docs/tiered-storage.md": {
     '"SELECT * FROM ordrs"': [r'^\{"row":\{"columns":\["alice",2\]\}\},$',
                               r'"unknown topic ordrs \(did you mean \'orders\'\?\)'],
     'kafkalite sql "SELECT nope FROM orders"': [r'^kafkalite sql: unknown column "nope"'],
+    'kafkalite sql "TERMINATE CTAS_ORDERS_PER_DAY_0"': [
+        r"^CTAS_ORDERS_PER_DAY_0 +Created query with ID CTAS_ORDERS_PER_DAY_0: orders -> "
+        r"orders_per_day$",
+        # (the page's walk: the orders of its sections above; a section's: 2 and 1)
+        r'^\{"customer":"alice","orders":\d,"last_dish":"\w+","WINDOWSTART":\d+,'
+        r'"WINDOWEND":\d+\}$',
+        r'^\{"customer":"bob","orders":\d,"last_dish":"\w+","WINDOWSTART":\d+,'
+        r'"WINDOWEND":\d+\}$',
+        r"^CTAS_ORDERS_PER_DAY_0 +Query CTAS_ORDERS_PER_DAY_0 terminated$"],
     'kafkalite sql "TERMINATE CSAS_ALICE_ORDERS_0"': [
         r"^CSAS_ALICE_ORDERS_0 +Created query with ID CSAS_ALICE_ORDERS_0: orders -> "
         r"alice_orders$", r'^alice\t\{"dish":"pizza","offset":0\}$',

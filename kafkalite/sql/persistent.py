@@ -41,21 +41,24 @@ import pyarrow as pa
 from kafkalite.sql.errors import QueryError
 from kafkalite.sql.queries_topic import (QUERIES_TOPIC, ensure_queries_topic, query_key,
                                          read_queries, seal, status_key)
-from kafkalite.sql.topic_source import BASE_SCHEMA
+from kafkalite.sql.topic_source import BASE_SCHEMA, input_table
 
 APPLICATION_PREFIX = "_kafkalite-query-"     # a query's Streams application.id's
 
 _NAME = r'"[^"]+"|[A-Za-z_][\w.\-]*'
 CREATE_STREAM = re.compile(rf"^\s*CREATE\s+STREAM\s+({_NAME})\s+AS\s+(.*?)\s*;?\s*$",
                            re.IGNORECASE | re.DOTALL)
+CREATE_TABLE = re.compile(rf"^\s*CREATE\s+TABLE\s+({_NAME})\s+AS\s+(SELECT\b.*?)\s*;?\s*$",
+                          re.IGNORECASE | re.DOTALL)
 SHOW_QUERIES = re.compile(r"^\s*(?:SHOW|LIST)\s+QUERIES\s*;?\s*$", re.IGNORECASE)
 TERMINATE = re.compile(r"^\s*TERMINATE\s+(\S+?)\s*;?\s*$", re.IGNORECASE)
 # EXPLAIN of a query id only: EXPLAIN SELECT ... stays DuckDB's
-EXPLAIN = re.compile(r"^\s*(?:EXPLAIN|DESCRIBE)\s+(CSAS_\w+)\s*;?\s*$", re.IGNORECASE)
+EXPLAIN = re.compile(r"^\s*(?:EXPLAIN|DESCRIBE)\s+(C[ST]AS_\w+)\s*;?\s*$", re.IGNORECASE)
 # ksqlDB's CREATE STREAM ... AS SELECT ... ends with it; the query's nature, not a clause
 _EMIT_CHANGES = re.compile(r"\s+EMIT\s+CHANGES\s*$", re.IGNORECASE)
 _STARTS = re.compile(r"^\s*(?:(?:CREATE\s+STREAM|SHOW\s+QUERIES|LIST\s+QUERIES|TERMINATE)\b|"
-                     r"(?:EXPLAIN|DESCRIBE)\s+CSAS_)", re.IGNORECASE)
+                     rf"CREATE\s+TABLE\s+(?:{_NAME})\s+AS\s+SELECT\b|"
+                     r"(?:EXPLAIN|DESCRIBE)\s+C[ST]AS_)", re.IGNORECASE)
 
 
 def is_statement(sql: str) -> bool:
@@ -84,15 +87,8 @@ class QueryPlan:
             "enable_external_access": False, "autoinstall_known_extensions": False,
             "autoload_known_extensions": False, "threads": 1, "memory_limit": "256MB"})
 
-    def _table(self, batch: pa.RecordBatch) -> pa.Table:
-        arrays = [batch.column("partition"), batch.column("offset"),
-                  batch.column("timestamp").cast(BASE_SCHEMA.field("timestamp").type),
-                  batch.column("key").cast(pa.binary()), batch.column("value").cast(pa.binary()),
-                  batch.column("headers")]
-        return pa.Table.from_arrays(arrays, schema=BASE_SCHEMA)
-
     def _run(self, sql: str, batch: pa.RecordBatch) -> pa.Table:
-        self._con.register(self.input, self._table(batch))
+        self._con.register(self.input, input_table(batch))
         try:
             return self._con.sql(sql).to_arrow_table()
         finally:
@@ -134,6 +130,15 @@ class QueryPlan:
         return builder.build()
 
 
+def plan_for(query: dict):
+    """The plan of a recorded query: CREATE TABLE's aggregate (windowed.py)
+    or CREATE STREAM's filter and projection."""
+    if query.get("kind") == "table":
+        from kafkalite.sql.windowed import AggregatePlan
+        return AggregatePlan(query["select"], query["input"])
+    return QueryPlan(query["select"], query["input"])
+
+
 def split_select(select: str) -> tuple[str | None, str]:
     """(``SELECT coalesce(<where>, false) FROM in``, the SELECT without its
     WHERE), rebuilt from DuckDB's parse tree of ``select`` (so a WHERE
@@ -168,6 +173,8 @@ class Statements:
     def run(self, sql: str) -> pa.Table:
         if (m := CREATE_STREAM.match(sql)):
             return self.create_stream(m[1], m[2], sql)
+        if (m := CREATE_TABLE.match(sql)):
+            return self.create_table(m[1], m[2], sql)
         if SHOW_QUERIES.match(sql):
             return self.show_queries()
         if (m := TERMINATE.match(sql)):
@@ -175,7 +182,8 @@ class Statements:
         if (m := EXPLAIN.match(sql)):
             return self.explain(m[1])
         raise QueryError("expected CREATE STREAM <name> AS SELECT ... FROM <topic> [WHERE ...], "
-                         "SHOW QUERIES, EXPLAIN <query id> or TERMINATE <query id>", "syntax")
+                         "CREATE TABLE <name> AS SELECT ... GROUP BY ..., SHOW QUERIES, "
+                         "EXPLAIN <query id> or TERMINATE <query id>", "syntax")
 
     def create_stream(self, name: str, select: str, sql: str) -> pa.Table:
         output = name[1:-1] if name.startswith('"') else name
@@ -187,12 +195,7 @@ class Statements:
             where = " of its SELECT" if re.search(r"at line \d+, column \d+$", str(exc)) else ""
             raise QueryError(f"CREATE STREAM {output}: {exc}{where}", exc.kind) from None
         input_topic = inputs[0]
-        if output == input_topic:
-            raise QueryError(f"CREATE STREAM {output}: the output topic is the query's input",
-                             "invalid")
-        if output.startswith("_"):
-            raise QueryError(f"CREATE STREAM {output}: a name starting with '_' is an internal "
-                             f"topic's", "invalid")
+        _check_output(output, input_topic, "STREAM")
         try:
             plan = QueryPlan(select, input_topic)
         except (duckdb.Error, ValueError, KeyError, IndexError) as exc:
@@ -206,17 +209,39 @@ class Statements:
                              f"query sees the columns partition, offset, timestamp, key, value, "
                              f"headers; not the registry's value columns yet)",
                              "invalid") from None
+        return self._record("stream", output, input_topic, select, sql)
+
+    def create_table(self, name: str, select: str, sql: str) -> pa.Table:
+        """``CREATE TABLE out AS SELECT ... GROUP BY ...`` (windowed.py)."""
+        from kafkalite.sql.windowed import AggregatePlan, cut_window
+        output = name[1:-1] if name.startswith('"') else name
+        select = _EMIT_CHANGES.sub("", select)
+        try:
+            input_topic = self.session.topic_of(cut_window(select)[0],
+                                                "CREATE TABLE ... AS SELECT")
+            _check_output(output, input_topic, "TABLE")
+            AggregatePlan(select, input_topic)
+        except QueryError as exc:
+            where = " of its SELECT" if re.search(r"at line \d+, column \d+$", str(exc)) else ""
+            raise QueryError(f"CREATE TABLE {output}: {exc}{where}", exc.kind) from None
+        return self._record("table", output, input_topic, select, sql)
+
+    def _record(self, kind: str, output: str, input_topic: str, select: str,
+                sql: str) -> pa.Table:
+        """A checked query into QUERIES_TOPIC (the runner starts it)."""
         self.session.authorize_write(output)
         queries = self.queries()
         for q in queries.values():
             if q["output"] == output:
-                raise QueryError(f"stream {output} exists: query {q['id']} writes it "
-                                 f"(TERMINATE it first)", "invalid")
+                raise QueryError(f"{q.get('kind', 'stream')} {output} exists: query {q['id']} "
+                                 f"writes it (TERMINATE it first)", "invalid")
         partitions = self._ensure_output(input_topic, output)
-        query_id = _new_id(output, queries)
+        query_id = _new_id(output, queries, "CTAS_" if kind == "table" else "CSAS_")
         record = {"id": query_id, "sql": " ".join(sql.split()).rstrip(";"), "select": select,
                   "input": input_topic, "output": output, "partitions": partitions,
                   "principal": self.session.principal, "created_ms": int(time.time() * 1000)}
+        if kind == "table":     # absent: a stream (the records before tables)
+            record["kind"] = kind
         # sealed with the owner's key file when this client has it (the
         # HTTP door, the owner's CLI): the runner runs nothing unsealed on a
         # server with security on (queries_topic.py)
@@ -238,13 +263,18 @@ class Statements:
 
     def explain(self, query_id: str) -> pa.Table:
         q = self._one(query_id)
-        mask, project = split_select(q["select"])
-        steps = [("source", q["input"]), ("filter", mask or "(none)"),
-                 ("project", project), ("sink", f"{q['output']} (JSON values, key and timestamp "
-                                                f"of the input record)"),
-                 ("state", q["state"] + (f": {q['error']}" if q.get("error") else "")),
-                 ("host", q.get("host") or ""), ("owner", q.get("principal") or ""),
-                 ("application.id", application_id(q))]
+        if q.get("kind") == "table":
+            steps = [("source", q["input"]), *plan_for(q).explain(),
+                     ("sink", f"{q['output']} (JSON values, keyed by the group key: windowed, "
+                              f"key bytes + window start)")]
+        else:
+            mask, project = split_select(q["select"])
+            steps = [("source", q["input"]), ("filter", mask or "(none)"), ("project", project),
+                     ("sink", f"{q['output']} (JSON values, key and timestamp of the input "
+                              f"record)")]
+        steps += [("state", q["state"] + (f": {q['error']}" if q.get("error") else "")),
+                  ("host", q.get("host") or ""), ("owner", q.get("principal") or ""),
+                  ("application.id", application_id(q))]
         return pa.table({"step": [s for s, _ in steps], "detail": [d for _, d in steps]})
 
     def terminate(self, query_id: str) -> pa.Table:
@@ -296,9 +326,19 @@ class Statements:
             admin.close()
 
 
-def _new_id(output: str, queries: dict) -> str:
-    """ksqlDB's form: CSAS_<OUTPUT>_<n>, n one more than any id's so far."""
-    base = "CSAS_" + re.sub(r"\W", "_", output).upper()
+def _check_output(output: str, input_topic: str, kind: str) -> None:
+    if output == input_topic:
+        raise QueryError(f"CREATE {kind} {output}: the output topic is the query's input",
+                         "invalid")
+    if output.startswith("_"):
+        raise QueryError(f"CREATE {kind} {output}: a name starting with '_' is an internal "
+                         f"topic's", "invalid")
+
+
+def _new_id(output: str, queries: dict, prefix: str = "CSAS_") -> str:
+    """ksqlDB's form: CSAS_<OUTPUT>_<n> (a table's: CTAS_), n one more than
+    any id's so far."""
+    base = prefix + re.sub(r"\W", "_", output).upper()
     n = 1 + max((int(i.rsplit("_", 1)[1]) for i in queries if i.rsplit("_", 1)[1].isdigit()),
                 default=-1)
     return f"{base}_{n}"

@@ -224,11 +224,11 @@ class Runner:
         self._tell(query_id, "ERROR", f"{_one_line(exc)} (started again in {delay:g} s)")
 
     def _start_query(self, query: dict) -> None:
-        from kafkalite.sql.persistent import QueryPlan, application_id
+        from kafkalite.sql.persistent import application_id, plan_for
         from kafkalite.streams import KafkaStreams
         query_id = query["id"]
         try:
-            plan = QueryPlan(query["select"], query["input"])
+            plan = plan_for(query)
             streams = KafkaStreams(plan.topology(query["output"]), {
                 **self.client_config, "application.id": application_id(query),
                 "processing.guarantee": "exactly_once_v2", "instance.id": self.instance,

@@ -173,20 +173,13 @@ class Session:
         """(topic, decoded value columns, schema) of a per-record ``sql``,
         checked over an empty batch on a fresh connection (``self._con``)."""
         con = self._connect()
-        names, topics = self._table_names(sql), self._topics_named(sql)
-        if not topics and names:
-            raise describe(duckdb.CatalogException(f"Table with name {names[0]} does not "
-                                                   f"exist!"), sql, self._topic_names)
-        if len(topics) != 1:
-            raise QueryError(f"{what} runs over exactly one topic (a SELECT ... FROM topic "
-                             f"WHERE ...)")
+        topic = self.topic_of(sql, what)
         # not in a quoted name or a string: a topic "late-orders-over-1h" is no OVER
         refused = _NOT_PER_RECORD.search(_QUOTED.sub(lambda m: " " * len(m[0]), sql))
         if refused:
             raise QueryError(f"{what} takes a SELECT ... WHERE over one topic; "
                              f"{' '.join(refused[1].upper().split())} is not supported with it "
                              f"(position {refused.start(1) + 1})")
-        topic = topics[0]
         decoded = values.for_topic(self.registry, topic)
         schema = topic_source.BASE_SCHEMA if decoded is None else \
             pa.schema([*topic_source.BASE_SCHEMA, *decoded.fields])
@@ -199,6 +192,18 @@ class Session:
             raise QueryError(f"{what} takes a SELECT ... WHERE over one topic; an "
                              f"aggregate (count, sum, ...) is not supported with it")
         return topic, decoded, schema
+
+    def topic_of(self, sql: str, what: str) -> str:
+        """The one topic ``sql`` reads, the user's Read on it checked:
+        QueryError for an unknown topic, or none, or more than one."""
+        names, topics = self._table_names(sql), self._topics_named(sql)
+        if not topics and names:
+            raise describe(duckdb.CatalogException(f"Table with name {names[0]} does not "
+                                                   f"exist!"), sql, self._topic_names)
+        if len(topics) != 1:
+            raise QueryError(f"{what} runs over exactly one topic (a SELECT ... FROM topic "
+                             f"WHERE ...)")
+        return topics[0]
 
     def authorize_write(self, topic: str) -> None:
         """QueryError(kind="denied") unless the user may write ``topic``."""

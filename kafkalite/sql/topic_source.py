@@ -19,9 +19,12 @@ query answers the same rows however long it runs while producers write.
 EMIT CHANGES. Both are generators: a batch is made when DuckDB asks for
 it, and dropped once DuckDB has read it.
 
+``input_table`` is a Streams topology's batch of a topic (a persistent
+query's input) as the same table.
+
 Who may call: session.py, on the thread that runs the query (a Consumer
 is not thread-safe: one per topic per query, closed when the stream ends
-or is dropped).
+or is dropped); ``input_table``: persistent.py and windowed.py.
 """
 from __future__ import annotations
 
@@ -42,6 +45,16 @@ BASE_SCHEMA = pa.schema([
 BASE_COLUMNS = tuple(BASE_SCHEMA.names)
 # how long one consume_batch waits for records before the read checks again
 POLL_S = 0.5
+
+
+def input_table(batch: pa.RecordBatch) -> pa.Table:
+    """A Streams topology batch (streams/records.py: key, value, timestamp
+    int64 ms, partition, offset, headers) as BASE_SCHEMA's table."""
+    arrays = [batch.column("partition"), batch.column("offset"),
+              batch.column("timestamp").cast(BASE_SCHEMA.field("timestamp").type),
+              batch.column("key").cast(pa.binary()), batch.column("value").cast(pa.binary()),
+              batch.column("headers")]
+    return pa.Table.from_arrays(arrays, schema=BASE_SCHEMA)
 
 
 def consumer_config(client_config: dict) -> dict:

@@ -13,7 +13,9 @@ signature (the slow path). For example, the same filter both ways::
     stream.filter(pc.field("value") > 10)          # columnar
     stream.filter(lambda key, value: value > 10)   # per record
 
-``count()`` is always columnar; ``reduce("sum" | "min" | "max")`` is too;
+``count()`` is always columnar; ``reduce("sum" | "min" | "max")`` is too,
+and so is ``aggregate_columns([(field, "count" | "sum" | "min" | "max")])``
+(several of them over the fields of a struct value at once);
 ``reduce(fn)`` and ``aggregate(initializer, aggregator)`` are per record.
 ``KTable.group_by`` (KGroupedTable: aggregations with an adder and a
 subtractor, tables.py) and the foreign-key table join are per record too.
@@ -501,6 +503,14 @@ class KGroupedStream:
         """Per record: ``aggregator(key, value, aggregate) -> aggregate``."""
         return self._aggregate("aggregate", aggregator, initializer, materialized, Serdes.json())
 
+    def aggregate_columns(self, aggregations, materialized: Materialized | None = None) -> KTable:
+        """Columnar: ``aggregations`` [(field of the struct value or None,
+        "count" | "sum" | "min" | "max")]; the table's values are structs
+        {"a0": ..., "a1": ...}, one field per pair (None: count every
+        record; a field: aggregate its non-null values)."""
+        return self._aggregate("columns", _checked_columns(aggregations), None, materialized,
+                               Serdes.json())
+
     def windowed_by(self, windows):
         """TimeWindows -> TimeWindowedKStream; SessionWindows ->
         SessionWindowedKStream."""
@@ -540,6 +550,19 @@ class TimeWindowedKStream:
     def aggregate(self, initializer, aggregator, materialized: Materialized | None = None) -> KTable:
         return self.grouped._aggregate("aggregate", aggregator, initializer, materialized,
                                        Serdes.json(), self.windows)
+
+    def aggregate_columns(self, aggregations, materialized: Materialized | None = None) -> KTable:
+        """KGroupedStream.aggregate_columns, per window."""
+        return self.grouped._aggregate("columns", _checked_columns(aggregations), None,
+                                       materialized, Serdes.json(), self.windows)
+
+
+def _checked_columns(aggregations) -> list:
+    out = [(field, op) for field, op in aggregations]
+    bad = [op for _, op in out if op not in ("count", "sum", "min", "max")]
+    if bad:
+        raise ValueError(f"a columnar aggregate is 'count', 'sum', 'min' or 'max', not {bad[0]!r}")
+    return out
 
 
 class SessionWindowedKStream:

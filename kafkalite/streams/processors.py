@@ -310,7 +310,10 @@ class AggregateNode(ProcessorNode):
     kind: "count" (columnar); "reduce" with ``how`` a pyarrow hash aggregate
     that combines ("sum", "min", "max": columnar) or a per-record function
     (v1, v2) -> v; "aggregate" with ``initializer()`` and per-record
-    ``aggregator(key, value, aggregate)``."""
+    ``aggregator(key, value, aggregate)``; "columns" (columnar): ``how`` a
+    list of (field of the struct value or None, "count" | "sum" | "min" |
+    "max"), the aggregate a struct {"a0": ..., "a1": ...} of one per pair
+    (None: every record counted; a field: its non-null values)."""
 
     prefix = "KSTREAM-AGGREGATE"
 
@@ -334,7 +337,9 @@ class AggregateNode(ProcessorNode):
                 self._expire(task, store)
                 return
         ts = batch.column("timestamp")
-        if self.kind == "count" or (self.kind == "reduce" and isinstance(self.how, str)):
+        if self.kind == "columns":
+            uniq, new, last_rows, last_ts = self._columns(store, batch, store_keys)
+        elif self.kind == "count" or (self.kind == "reduce" and isinstance(self.how, str)):
             table = pa.table({"k": store_keys, "row": pa.array(np.arange(batch.num_rows)),
                               "ts": ts})
             aggs = [("row", "max"), ("ts", "max")]
@@ -376,6 +381,47 @@ class AggregateNode(ProcessorNode):
         the batch's puts: a window a record reached early in the batch may
         be past retention by the batch's last record, as record by record)."""
         store.expire(task.node_state[self.name]["stream_time"])
+
+    def _columns(self, store, batch, store_keys):
+        """Several columnar aggregates of a struct value in one pass: one
+        pyarrow hash aggregate per pair, each combined with the stored
+        aggregate of its key (null-aware: a group whose values are all null
+        leaves a sum, min or max as it was)."""
+        value = batch.column("value")
+        rows = pa.array(np.arange(batch.num_rows))
+        table = pa.table({"k": store_keys, "row": rows, "ts": batch.column("timestamp")})
+        aggs = [("row", "max"), ("ts", "max")]
+        for i, (field, op) in enumerate(self.how):
+            table = table.append_column(f"a{i}", rows if field is None else value.field(field))
+            aggs.append((f"a{i}", op))
+        grouped = table.group_by("k", use_threads=False).aggregate(aggs)
+        uniq = grouped.column("k").to_pylist()
+        old = store.get_many(uniq)
+        # the stored structs (dicts) as one Arrow struct, in C++: flatten()
+        # gives each field with the rows of absent keys null
+        known = None
+        if any(o is not None for o in old):
+            stored = pa.array(old)
+            known = dict(zip((f.name for f in stored.type), stored.flatten()))
+        names, merged = [], []
+        for i, (_, op) in enumerate(self.how):
+            fresh = grouped.column(f"a{i}_{op}").combine_chunks()
+            before = pa.nulls(len(old), fresh.type) if known is None else \
+                known[f"a{i}"].cast(fresh.type)
+            if op == "count":
+                both = pc.add(before.fill_null(0), fresh)
+            else:
+                both = pc.if_else(pc.is_null(before), fresh, pc.if_else(
+                    pc.is_null(fresh), before, getattr(pc, {
+                        "sum": "add_checked", "min": "min_element_wise",
+                        "max": "max_element_wise"}[op])(before, fresh)))
+            names.append(f"a{i}")
+            merged.append(both)
+        new = pa.StructArray.from_arrays(merged, names) if merged else \
+            pa.array([{}] * len(uniq), pa.struct([]))
+        store.put_many(uniq, new.to_pylist())
+        return (uniq, new, grouped.column("row_max").combine_chunks(),
+                grouped.column("ts_max").combine_chunks())
 
     def _per_record(self, store, batch, store_keys):
         """The slow path: the aggregator called once per record, in order."""
