@@ -1,5 +1,7 @@
 """A disk that fills up (here: RLIMIT_FSIZE, which makes write() fail with
 EFBIG) gives a clear error and leaves a valid, readable log."""
+import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -17,6 +19,10 @@ CHILD = textwrap.dedent("""
     limit = int(sys.argv[2])
     plog = PartitionLog.open(sys.argv[1], LogConfig.from_properties(
         {"segment.bytes": 10 * limit, "retention.ms": -1}))
+    # no .pyc written past here: one cut at the limit (the session's
+    # PYTHONPYCACHEPREFIX, tests/conftest.py) broke numpy's import of
+    # datetime in every later child ("marshal data too short")
+    sys.dont_write_bytecode = True
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     acked, error = [], None
     for i in range(100000):
@@ -44,7 +50,6 @@ CHILD = textwrap.dedent("""
 
 @pytest.mark.processes
 def test_append_past_the_file_size_limit_fails_cleanly(tmp_path):
-    import json
     directory = str(tmp_path / "full-0")
     limit = 64 * 1024
     proc = subprocess.run([sys.executable, "-c", CHILD, directory, str(limit)],
@@ -85,3 +90,55 @@ def test_a_segment_file_that_could_not_be_opened_is_dropped_quietly(tmp_path):
     finally:
         sys.unraisablehook = hook
     assert not unraisable, unraisable[0].exc_value
+
+
+FULL_CHILD = textwrap.dedent("""
+    import json, os, sys
+    from kafkalite.errors import KafkaStorageError
+    from kafkalite.record import RecordBatchBuilder, decode_columns
+    from kafkalite.storage import LogConfig, PartitionLog
+    logs = [PartitionLog.open(os.path.join(sys.argv[1], "t-%d" % i),
+                              LogConfig.from_properties({"retention.ms": -1})) for i in range(3)]
+    acked, codes = [0, 0, 0], set()
+    for n in range(3000):
+        b = RecordBatchBuilder(0)
+        b.append_values([b"%06d" % n + b"x" * 1000], timestamp=1)
+        try:
+            logs[n % 3].append(b.build())
+            acked[n % 3] += 1
+        except KafkaStorageError as exc:
+            codes.add(exc.code)
+    read = []
+    for plog in logs:
+        got, offset = 0, 0
+        while offset < plog.log_end_offset:
+            cols = decode_columns(plog.read(offset, 1 << 20).read(), verify_crc=True)
+            got, offset = got + len(cols), cols.next_offset
+        read.append(got)
+    print(json.dumps({"acked": acked, "read": read, "codes": sorted(codes),
+                      "ends": [p.log_end_offset for p in logs]}))
+""")
+
+
+@pytest.mark.processes
+def test_a_full_tmpfs_fails_appends_with_a_storage_error_not_a_sigbus(tmp_path):
+    """On a file system filled to 100% every append past its space fails
+    with KAFKA_STORAGE_ERROR (ENOSPC) and nothing else: no crash of the
+    process (a write through a mapping of unreserved blocks would be a
+    SIGBUS), and every acknowledged record reads back. Needs root, to mount
+    a 1 MiB tmpfs."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs",
+                                            str(mount)], capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        proc = subprocess.run([sys.executable, "-c", FULL_CHILD, str(mount)],
+                              capture_output=True, timeout=120, env=child_env())
+        assert proc.returncode == 0, (proc.returncode, proc.stderr.decode()[-3000:])
+        result = json.loads(proc.stdout)
+        assert result["codes"] == [56]          # KAFKA_STORAGE_ERROR
+        assert result["read"] == result["acked"] == result["ends"]
+        assert sum(result["acked"]) > 700, "most of the 1 MiB holds records"
+    finally:
+        subprocess.run(["umount", str(mount)])
