@@ -76,14 +76,16 @@ class SupervisorStart:
         users_path = self._start_controller(metadata, nodes, broker_count)
         steps.done("controller")
         self._start_group_coordinator(metadata)
+        steps.done("group coordinator")
         self._start_coordinators(metadata)
-        steps.done("coordinators")
+        steps.done("transaction and share coordinators")
         self._start_request_paths(users_path)
         steps.done("request paths")
         self.start_retryable = False        # ports and threads from here on
         advertised = self._bind_listeners()
+        steps.done("listeners")
         self._take_workers(running, broker_ids, advertised)
-        steps.done("listeners and workers")
+        steps.done("workers")
         steps.log(cfg.node_id)
         self._local = {w.index: w for w in self.workers}
         self._config_digest = config_digest(cfg)
@@ -413,9 +415,12 @@ class SupervisorStart:
 
 
 class _Steps:
-    """How long a takeover's start took, step by step: said in the log
-    (a controller failover's time is lease expiry + this + the workers'
-    hellos, tests/server/test_cluster_partitions.py)."""
+    """How long the start took, step by step, said in the log: a
+    takeover's as a warning (a controller failover's time is lease expiry +
+    this + the workers' hellos, tests/server/test_cluster_partitions.py),
+    every other at INFO, after the process's own start and imports (the
+    time to the first transaction after a supervisor kill is that and
+    this: tests/server/test_adoption.py)."""
 
     def __init__(self, takeover: bool):
         self.takeover = takeover
@@ -428,10 +433,24 @@ class _Steps:
         self._last = now
 
     def log(self, node_id: int) -> None:
+        took = time.monotonic() - self.began
         if self.takeover:
             log.warning("node %d took over as the controller: its start took %.2f s (%s)",
-                        node_id, time.monotonic() - self.began,
-                        ", ".join(self.took))
+                        node_id, took, ", ".join(self.took))
+        else:
+            log.info("the supervisor's start took %.2f s (%s), %.2f s after the process's",
+                     took, ", ".join(self.took), _process_age_s() - took)
+
+
+def _process_age_s() -> float:
+    """Seconds since this process was started (/proc/self/stat; 0 where
+    there is none), to the clock tick."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
 
 
 class AnotherController(Exception):
