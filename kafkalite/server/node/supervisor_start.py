@@ -50,7 +50,7 @@ from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, SHUT
                                              advertise_supervisor, bind_control, config_digest,
                                              lock_data_dir, node_key_pair, stop_children,
                                              take_workers)
-from kafkalite.server.replica.replica_manager import ReplicaManager
+from kafkalite.server.replica.replica_apis import API_KEYS as REPLICA_APIS
 from kafkalite.server.share.share_coordinator import ShareCoordinator
 from kafkalite.server.topic import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from kafkalite.server.txn.txn_coordinator import TransactionCoordinator
@@ -93,15 +93,23 @@ class SupervisorStart:
             if w.adopted and w.proc is None:    # not a child: no SIGCHLD
                 self._watch_adopted(w)
         self.ingest_port = cfg.ingest_port
+        # A dead supervisor's workers serve on, and their transactional
+        # clients wait for this process's coordinators: until they serve,
+        # its CPU goes to the loop, not to the HTTP ports' servers, a
+        # gateway's imports or a full collection (issue 68: a transactional
+        # producer stalled for the whole restart, 1-5 s)
+        adopting = any(w.adopted for w in self.workers)
         if early is not None and early.ingest is not None:
             self.ingest = early.ingest
             self._watch_ingest_port()
-        elif cfg.ingest_port == 0:
+        elif cfg.ingest_port == 0 and not adopting:
             self._spawn_ingest()    # a free port: the node is ready once the gateway says which
         # a fixed port is known already: the gateway starts once the node is
         # ready (_check_ready), leaving the start's CPU to the workers; a
         # publisher's PUSH queues its messages until the gateway binds
-        if self._http_after is None:    # (a takeover: once the node's workers serve, run())
+        if self._http_after is None and adopting:
+            self._http_after = time.monotonic() + ADOPT_WAIT_S
+        if self._http_after is None:    # (else once the node's workers serve, run())
             self._serve_http()
 
     def _take_lock(self) -> dict[int, int]:
@@ -253,7 +261,7 @@ class SupervisorStart:
         self.quota_control = QuotaControl(quota_store, self.quotas, self, lambda: [
             b.broker_id for b in self.controller.brokers if not b.fenced])
         self.handlers.update(self.quota_control.handlers())
-        served = set(self.handlers) | ReplicaManager.API_KEYS | {ApiKey.API_VERSIONS}
+        served = set(self.handlers) | REPLICA_APIS | {ApiKey.API_VERSIONS}
         if served != KAFKA_APIS:        # a new API with no handler, or one not advertised
             raise RuntimeError(f"APIs served {sorted(served - KAFKA_APIS)} and advertised "
                                f"{sorted(KAFKA_APIS - served)} differ (requests.KAFKA_APIS)")
