@@ -38,6 +38,9 @@ SETTLE_S = 1.0
 class HttpServices:
     """The HTTP ports and the node's addresses, the Supervisor's side (this module's docstring)."""
 
+    # since when the workers of an adoption or a takeover all serve (_workers_settled)
+    _serving_since: float | None = None
+
     def _serve_http(self) -> None:
         """The HTTP ports: metrics and the web console, the schema registry,
         the REST proxy, the Iceberg REST catalog. Last in start(), and on a takeover (the workers

@@ -175,7 +175,6 @@ class Supervisor(SupervisorStart, ControlChannel, WorkerLives, HttpServices):
         # node's workers are not all serving by then (_serve_http)
         self._http_after: float | None = None
         self._http_closing = None   # the broker node's HTTP port closing (a takeover)
-        self._serving_since: float | None = None    # _workers_settled
         # True until start() binds its first port: what a start that failed
         # before then took (lease, users mirror, coordinators, metadata
         # store), release() gives back, so serve() may try again
