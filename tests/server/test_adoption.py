@@ -310,6 +310,7 @@ class Transactions(threading.Thread):
 
 
 @pytest.mark.processes
+@pytest.mark.slow
 def test_a_transactional_producer_commits_again_soon_after_each_supervisor_kill(tmp_path):
     """Issue 68: after a supervisor kill, a transactional producer commits
     again within 1 s at load up to 4 and within 3 s up to 20 (the server
