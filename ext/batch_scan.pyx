@@ -38,20 +38,6 @@ from kafkalite.errors import (CorruptRecordError, InvalidRecordError, InvalidTim
 crcmod.kl_crc32c_init()
 
 
-cdef object _numpy = None
-
-
-cdef object _np():
-    """numpy, imported by the first producer_batches call rather than with
-    this module: appends and recovery scans need none of it, and a worker
-    that starts should not pay numpy's 50-70 ms for it."""
-    global _numpy
-    if _numpy is None:
-        import numpy
-        _numpy = numpy
-    return _numpy
-
-
 cdef array.array _INT64 = array.array("q")
 
 
@@ -727,31 +713,29 @@ def batch_header(data, Py_ssize_t position=0):
 
 # ---- producer state: the idempotent batches of a log's tail ------------------------------
 
-# Columns of producer_batches' table.
-cdef enum:
-    PB_BASE_OFFSET, PB_LAST_OFFSET, PB_PRODUCER_ID, PB_PRODUCER_EPOCH, PB_BASE_SEQUENCE
-    PB_MAX_TIMESTAMP, PB_ATTRIBUTES, PB_CONTROL_TYPE, PB_COLS
-
-
 def producer_batches(data, Py_ssize_t start=0):
     """The batches carrying a producer id in ``data`` (whole batches of a
     segment already validated by recovery), from byte ``start``.
 
-    Returns (table, batches walked, end position): ``table`` is int64
-    [n, 8], one row per such batch, in log order: base offset, last offset,
+    Returns (rows, batches walked, end position): ``rows`` a list of one
+    tuple per such batch, in log order: (base offset, last offset,
     producer id, producer epoch, base sequence, max timestamp, attributes,
-    control type (CONTROL_UNKNOWN for data batches). Only headers are read,
+    control type (CONTROL_UNKNOWN for data batches)). Only headers are read,
     and the one record of each control batch. The walk stops at the first length that does
     not fit (a torn tail is recovery's business, not this function's).
+
+    Tuples, not a numpy table: every log with records past its last
+    producer snapshot is read here when it opens after a crash -- each of a
+    restarted supervisor's internal topics -- and numpy's import (0.2 s of
+    CPU, 0.3-0.7 s on a loaded 2-core machine) was on the way of every
+    transaction its clients waited to commit (issue 68).
     """
     cdef Py_buffer view
     cdef const unsigned char *base
     cdef const unsigned char *b
-    cdef Py_ssize_t n, pos = start, walked = 0, rows = 0, cap = 64
-    cdef int64_t length, pid
-    cdef int64_t[:, ::1] t
-    table = _np().empty((cap, PB_COLS), dtype=_np().int64)
-    t = table
+    cdef Py_ssize_t n, pos = start, walked = 0
+    cdef int64_t length, pid, first
+    cdef list rows = []
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         base = <const unsigned char *>view.buf
@@ -766,24 +750,17 @@ def producer_batches(data, Py_ssize_t start=0):
             walked += 1
             pid = <int64_t>kl_be64(b + KL_OFF_PRODUCER_ID)
             if pid >= 0:
-                if rows == cap:
-                    cap *= 2
-                    table = _np().resize(table, (cap, PB_COLS))
-                    t = table
-                t[rows, PB_BASE_OFFSET] = <int64_t>kl_be64(b + KL_OFF_BASE_OFFSET)
-                t[rows, PB_LAST_OFFSET] = (t[rows, PB_BASE_OFFSET]
-                                           + <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA))
-                t[rows, PB_PRODUCER_ID] = pid
-                t[rows, PB_PRODUCER_EPOCH] = <int16_t>kl_be16(b + KL_OFF_PRODUCER_EPOCH)
-                t[rows, PB_BASE_SEQUENCE] = <int32_t>kl_be32(b + KL_OFF_BASE_SEQUENCE)
-                t[rows, PB_MAX_TIMESTAMP] = <int64_t>kl_be64(b + KL_OFF_MAX_TIMESTAMP)
-                t[rows, PB_ATTRIBUTES] = <int16_t>kl_be16(b + KL_OFF_ATTRIBUTES)
-                t[rows, PB_CONTROL_TYPE] = kl_control_type(b, length + KL_LOG_OVERHEAD)
-                rows += 1
+                first = <int64_t>kl_be64(b + KL_OFF_BASE_OFFSET)
+                rows.append((first, first + <int32_t>kl_be32(b + KL_OFF_LAST_OFFSET_DELTA), pid,
+                             <int16_t>kl_be16(b + KL_OFF_PRODUCER_EPOCH),
+                             <int32_t>kl_be32(b + KL_OFF_BASE_SEQUENCE),
+                             <int64_t>kl_be64(b + KL_OFF_MAX_TIMESTAMP),
+                             <int16_t>kl_be16(b + KL_OFF_ATTRIBUTES),
+                             kl_control_type(b, length + KL_LOG_OVERHEAD)))
             pos += length + KL_LOG_OVERHEAD
     finally:
         PyBuffer_Release(&view)
-    return table[:rows], walked, pos
+    return rows, walked, pos
 
 
 # ---- resynchronising after damage (recovery's salvage) ------------------------------------

@@ -52,6 +52,9 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
                                "(tests/server/test_cluster_partition_order.py)"),
     "KAFKALITE_RESTART_ROUNDS": (5, 200,
                                  "faults of the restart matrix (tests/compat/test_restart_matrix.py)"),
+    "KAFKALITE_TXN_SUPERVISOR_KILLS": (3, 50,
+                                       "supervisor kills under a transactional producer "
+                                       "(tests/server/test_adoption.py)"),
     "KAFKALITE_CLUSTER_KILLS": (2, 20, "node kills of a cluster (tests/server/test_cluster_nodes.py)"),
     "KAFKALITE_SHARE_RECORDS": (1000, 30_000,
                                 "records through share groups (tests/server/test_share_groups.py)"),

@@ -61,6 +61,7 @@ process's loop thread; ``NodeMetrics`` from the supervisor's loop thread
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import logging
 import os
@@ -312,12 +313,20 @@ class NodeMetrics:
         self.http_refused = 0
         from kafkalite.ratelimit import RateLimitedLog
         self._refused_log = RateLimitedLog(log, per_interval=1, interval_s=60.0)
+
+    @functools.cached_property
+    def registry(self):
+        """What /metrics serves; mounted apps may collect() it too (on
+        their threads). Made (prometheus_client imported) on the loop's
+        thread when the HTTP port is served, not at the start: a
+        supervisor that adopts running workers serves their clients' first
+        transactions before it (supervisor_start.py)."""
         from prometheus_client import CollectorRegistry, ProcessCollector
-        # what /metrics serves; mounted apps may collect() it too (on their threads)
-        self.registry = CollectorRegistry()
+        registry = CollectorRegistry()
         # the supervisor's own CPU, memory and file descriptors (process_*)
-        ProcessCollector(registry=self.registry)
-        self.registry.register(self)
+        ProcessCollector(registry=registry)
+        registry.register(self)
+        return registry
 
     # ---- the HTTP endpoint (its own thread) ------------------------------------------------
 

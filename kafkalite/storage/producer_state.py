@@ -466,7 +466,7 @@ class ProducerStateManager:
             try:
                 rows, walked, _ = producer_batches(data, position)
                 read += walked
-                for first, last, pid, epoch, seq, ts, attrs, control in rows.tolist():
+                for first, last, pid, epoch, seq, ts, attrs, control in rows:
                     if first >= end:
                         break
                     done = self._record(pid, epoch, seq, _last_sequence(seq, last - first), first,

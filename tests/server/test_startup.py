@@ -145,3 +145,37 @@ def test_a_gateway_on_a_fixed_port_starts_after_ready_and_loses_nothing(tmp_path
         push.close()
         ctx.term()
         assert srv.stop() == 0
+
+
+@pytest.mark.processes
+def test_a_supervisor_restarted_after_a_kill_serves_without_numpy(tmp_path):
+    """A supervisor killed -9 leaves its internal topics' logs (offsets,
+    transaction state) to recover: the next one reads their producer
+    batches, and read them into a numpy table -- numpy's import, 0.2 s of
+    CPU and more under load, on the way of the transactions its clients
+    waited to commit (issue 68). No numpy in it when it is ready."""
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient as KafkaAdminClient, NewTopic as KafkaNewTopic
+    srv = ServerProcess(str(tmp_path / "data"), workers=1).start()
+    try:
+        admin = KafkaAdminClient({"bootstrap.servers": srv.kafka_bootstrap})
+        admin.create_topics([KafkaNewTopic("t", 1, 1)])["t"].result(30)
+        producer = ck.Producer({"bootstrap.servers": srv.kafka_bootstrap,
+                                "transactional.id": "restarted"})
+        group = ck.Consumer({"bootstrap.servers": srv.kafka_bootstrap,
+                             "group.id": "g"}).consumer_group_metadata()
+        producer.init_transactions(30)
+        for n in range(5):      # records past the logs' last producer snapshot
+            producer.begin_transaction()
+            producer.produce("t", b"v%d" % n, partition=0)
+            producer.send_offsets_to_transaction([ck.TopicPartition("t", 0, n + 1)], group, 30)
+            producer.commit_transaction(30)
+        srv.kill()
+        srv.start()
+        assert "adopting it" in srv.output()
+        assert "numpy" not in _libraries(srv.proc.pid), "the restarted supervisor loaded numpy"
+        producer.begin_transaction()         # and it serves the producer on
+        producer.produce("t", b"after", partition=0)
+        producer.commit_transaction(30)
+    finally:
+        assert srv.stop() == 0

@@ -76,9 +76,9 @@ from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.network.per_partition import (each_partition, name_produce_topics,
                                                     produce_topic_id, produce_topic_name)
 from kafkalite.server.network.requests import NO_RESPONSE, Listener, RequestContext
-from kafkalite.server.replica.replica_manager import (DELETE_RECORDS, PRODUCE, produce_blank,
-                                                      alter_replica_log_dirs_response,
-                                                      delete_records_blank)
+from kafkalite.server.replica.replica_apis import (DELETE_RECORDS, PRODUCE, produce_blank,
+                                                   alter_replica_log_dirs_response,
+                                                   delete_records_blank)
 from kafkalite.server.controller.producer_ids import ProducerIdManager
 
 log = logging.getLogger("kafkalite.controller")

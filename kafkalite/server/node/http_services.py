@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from kafkalite import local_socket
 from kafkalite.server.auth.security import http_tls_context, security_enabled
@@ -24,12 +25,21 @@ from kafkalite.server.listeners import kafka_listeners
 from kafkalite.server.network.requests import Listener
 from kafkalite.server.node.http_apps import (SchemaRegistryDoor, client_key_file, http_login,
                                              serve_app)
+from kafkalite.server.node.loop_clock import collect_start_garbage
 from kafkalite.server.node.processes import SERVER_FILE
 from kafkalite.storage.checkpoint import write_atomically
 
 
+# after its workers serve again, how long a supervisor that adopted them
+# (or was handed them) waits at most for an idle turn before it serves HTTP
+SETTLE_S = 1.0
+
+
 class HttpServices:
     """The HTTP ports and the node's addresses, the Supervisor's side (this module's docstring)."""
+
+    # since when the workers of an adoption or a takeover all serve (_workers_settled)
+    _serving_since: float | None = None
 
     def _serve_http(self) -> None:
         """The HTTP ports: metrics and the web console, the schema registry,
@@ -62,6 +72,35 @@ class HttpServices:
             self._serve_rest_proxy(bootstrap, login)
         if cfg.iceberg_rest_enabled and self.iceberg_rest is not None:
             self._serve_iceberg_rest(login)
+
+    def _workers_settled(self, events: dict) -> bool:
+        """Whether what an adoption or a takeover left for later is due
+        (``_after_workers_serve``): the node's workers serve (said hello),
+        and the loop has had a turn with nothing to read, or
+        SETTLE_S went by; or ``_http_after`` passed. Not in the turn that
+        took the hellos: the requests the workers kept for this supervisor
+        come in the next ones, and a transaction waits on them."""
+        now = time.monotonic()
+        if now > self._http_after:
+            return True
+        if any(self.controller.brokers[w.index].fenced for w in self.workers):
+            self._serving_since = None
+            return False
+        if self._serving_since is None:
+            self._serving_since = now
+            return False
+        return not events or now > self._serving_since + SETTLE_S
+
+    def _after_workers_serve(self) -> None:
+        """What a start that adopted or was handed running workers leaves
+        until they serve: the HTTP ports, a gateway on a free port, the
+        collection of what the start left (loop_clock.collect_start_garbage);
+        then the node is ready."""
+        self._serve_http()
+        if self.ingest is None and self.config.ingest_port == 0:
+            self._spawn_ingest()    # the node is ready once it says its port
+        collect_start_garbage()
+        self._check_ready()
 
     def _serve_schema_registry(self, bootstrap: str, login) -> None:
         """The schema registry (kafkalite/registry/) on a port of its own."""

@@ -97,14 +97,26 @@ class LoopClock:
         return wall - self._stalled_s - current
 
 
-def prepare_for_loop() -> None:
+def prepare_for_loop(collect: bool = True) -> None:
     """Done once before the loop turns, so that it is not done in a turn:
     the codecs every record batch the coordinators write or read needs
     (imported by the Cython codec at its first batch), and the objects of
     the start -- modules, configuration, the loaded coordinators' state --
     moved out of the collector's reach (``gc.freeze``): they live as long as
-    the process, and a full collection walked them all each time."""
+    the process, and a full collection walked them all each time. Without
+    ``collect`` they are frozen garbage and all, at no cost: a supervisor
+    that adopted running workers, whose clients wait for its first turns,
+    collects later (``collect_start_garbage``)."""
     import kafkalite.record.compression  # noqa: F401
+    if collect:
+        gc.collect()
+    gc.freeze()
+
+
+def collect_start_garbage() -> None:
+    """The collection prepare_for_loop(collect=False) left for later: once,
+    in a turn the loop can spare."""
+    gc.unfreeze()
     gc.collect()
     gc.freeze()
 

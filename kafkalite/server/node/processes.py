@@ -617,9 +617,12 @@ def start_early(config: ServerConfig) -> EarlyStart | None:
     for w in early.workers:
         if not w.adopted:
             spawn_worker(w, config, endpoint, None, None, node_keys if curve is None else None)
-    if config.ingest_port == 0 and config.port:
+    if config.ingest_port == 0 and config.port and not running:
         # a gateway on a free port starts now: the node is ready once it said
-        # which; one on a fixed port starts once the node is ready (supervisor.py)
+        # which; one on a fixed port starts once the node is ready
+        # (supervisor.py), and so does any when a dead supervisor's workers
+        # are adopted (supervisor_start.py: their clients wait on this
+        # process's start, which a gateway's imports would slow)
         from kafkalite.server.auth.security import security_enabled
         early.ingest = spawn_ingest(config, config.port, config.ingest_port,
                                     node_keys if curve is None and security_enabled(config)

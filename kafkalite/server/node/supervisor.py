@@ -267,7 +267,8 @@ class Supervisor(SupervisorStart, ControlChannel, WorkerLives, HttpServices):
             listener.attach(poller)
         self.markers.attach(poller)
         child_died = self._watch_sigchld(poller)
-        prepare_for_loop()
+        # (a start that adopted or was handed running workers collects once they serve)
+        prepare_for_loop(collect=self._http_after is None)
         # the loaded members' sessions start when the coordinator can hear
         # them, not at the load: the rest of start() took as long as it took
         self.coordinator.extend_sessions(time.monotonic() - self._groups_loaded_at)
@@ -315,11 +316,8 @@ class Supervisor(SupervisorStart, ControlChannel, WorkerLives, HttpServices):
             self.share_coordinator.tick()
             self._watch_children()
             self._run_retries()
-            if self._http_after is not None and (
-                    time.monotonic() > self._http_after
-                    or not any(self.controller.brokers[w.index].fenced for w in self.workers)):
-                self._serve_http()
-                self._check_ready()
+            if self._http_after is not None and self._workers_settled(events):
+                self._after_workers_serve()
             self._maybe_rebalance_leaders()
             self._fence_absent_brokers()
             if self.metrics is not None:

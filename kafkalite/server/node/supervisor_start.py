@@ -50,7 +50,7 @@ from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, SHUT
                                              advertise_supervisor, bind_control, config_digest,
                                              lock_data_dir, node_key_pair, stop_children,
                                              take_workers)
-from kafkalite.server.replica.replica_manager import ReplicaManager
+from kafkalite.server.replica.replica_apis import API_KEYS as REPLICA_APIS
 from kafkalite.server.share.share_coordinator import ShareCoordinator
 from kafkalite.server.topic import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from kafkalite.server.txn.txn_coordinator import TransactionCoordinator
@@ -76,14 +76,16 @@ class SupervisorStart:
         users_path = self._start_controller(metadata, nodes, broker_count)
         steps.done("controller")
         self._start_group_coordinator(metadata)
+        steps.done("group coordinator")
         self._start_coordinators(metadata)
-        steps.done("coordinators")
+        steps.done("transaction and share coordinators")
         self._start_request_paths(users_path)
         steps.done("request paths")
         self.start_retryable = False        # ports and threads from here on
         advertised = self._bind_listeners()
+        steps.done("listeners")
         self._take_workers(running, broker_ids, advertised)
-        steps.done("listeners and workers")
+        steps.done("workers")
         steps.log(cfg.node_id)
         self._local = {w.index: w for w in self.workers}
         self._config_digest = config_digest(cfg)
@@ -91,15 +93,23 @@ class SupervisorStart:
             if w.adopted and w.proc is None:    # not a child: no SIGCHLD
                 self._watch_adopted(w)
         self.ingest_port = cfg.ingest_port
+        # A dead supervisor's workers serve on, and their transactional
+        # clients wait for this process's coordinators: until they serve,
+        # its CPU goes to the loop, not to the HTTP ports' servers, a
+        # gateway's imports or a full collection (issue 68: a transactional
+        # producer stalled for the whole restart, 1-5 s)
+        adopting = any(w.adopted for w in self.workers)
         if early is not None and early.ingest is not None:
             self.ingest = early.ingest
             self._watch_ingest_port()
-        elif cfg.ingest_port == 0:
+        elif cfg.ingest_port == 0 and not adopting:
             self._spawn_ingest()    # a free port: the node is ready once the gateway says which
         # a fixed port is known already: the gateway starts once the node is
         # ready (_check_ready), leaving the start's CPU to the workers; a
         # publisher's PUSH queues its messages until the gateway binds
-        if self._http_after is None:    # (a takeover: once the node's workers serve, run())
+        if self._http_after is None and adopting:
+            self._http_after = time.monotonic() + ADOPT_WAIT_S
+        if self._http_after is None:    # (else once the node's workers serve, run())
             self._serve_http()
 
     def _take_lock(self) -> dict[int, int]:
@@ -251,7 +261,7 @@ class SupervisorStart:
         self.quota_control = QuotaControl(quota_store, self.quotas, self, lambda: [
             b.broker_id for b in self.controller.brokers if not b.fenced])
         self.handlers.update(self.quota_control.handlers())
-        served = set(self.handlers) | ReplicaManager.API_KEYS | {ApiKey.API_VERSIONS}
+        served = set(self.handlers) | REPLICA_APIS | {ApiKey.API_VERSIONS}
         if served != KAFKA_APIS:        # a new API with no handler, or one not advertised
             raise RuntimeError(f"APIs served {sorted(served - KAFKA_APIS)} and advertised "
                                f"{sorted(KAFKA_APIS - served)} differ (requests.KAFKA_APIS)")
@@ -413,9 +423,12 @@ class SupervisorStart:
 
 
 class _Steps:
-    """How long a takeover's start took, step by step: said in the log
-    (a controller failover's time is lease expiry + this + the workers'
-    hellos, tests/server/test_cluster_partitions.py)."""
+    """How long the start took, step by step, said in the log: a
+    takeover's as a warning (a controller failover's time is lease expiry +
+    this + the workers' hellos, tests/server/test_cluster_partitions.py),
+    every other at INFO, after the process's own start and imports (the
+    time to the first transaction after a supervisor kill is that and
+    this: tests/server/test_adoption.py)."""
 
     def __init__(self, takeover: bool):
         self.takeover = takeover
@@ -428,10 +441,27 @@ class _Steps:
         self._last = now
 
     def log(self, node_id: int) -> None:
+        took = time.monotonic() - self.began
         if self.takeover:
             log.warning("node %d took over as the controller: its start took %.2f s (%s)",
-                        node_id, time.monotonic() - self.began,
-                        ", ".join(self.took))
+                        node_id, took, ", ".join(self.took))
+        else:
+            # the CPU beside the wall clock: a start on a loaded machine
+            # waits for the CPU most of its time
+            log.info("the supervisor's start took %.2f s (%s), %.2f s after the process's; "
+                     "%.2f s of CPU in all", took, ", ".join(self.took),
+                     _process_age_s() - took, time.process_time())
+
+
+def _process_age_s() -> float:
+    """Seconds since this process was started (/proc/self/stat; 0 where
+    there is none), to the clock tick."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
 
 
 class AnotherController(Exception):

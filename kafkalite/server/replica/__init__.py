@@ -5,7 +5,9 @@ What it holds:
 
 - replica_manager.py: ``ReplicaManager``, Produce, Fetch, ListOffsets,
   OffsetForLeaderEpoch, WriteTxnMarkers, DeleteRecords, the log-dir APIs
-  and the share APIs for the partitions of one broker (``API_HANDLERS``);
+  and the share APIs for the partitions of one broker;
+- replica_apis.py: which APIs those are (``API_HANDLERS``), and the
+  shapes and blank answers the controller shares with it;
 - partition.py: ``Partition``, one hosted partition: its log, leader or
   follower, ISR, high watermark;
 - purgatory.py: requests that wait (delayed fetches, acks=all produces,
@@ -25,8 +27,9 @@ What it holds:
 Which process runs it: each partition worker (one broker), on its event
 loop, of the controller node or of a broker node. The supervisor keeps a
 ``Partition`` per partition of the coordinators' internal topics
-(internal_topic.py) and reads ``ReplicaManager.API_KEYS`` to advertise
-them.
+(internal_topic.py) and reads replica_apis.py to advertise them (not
+replica_manager.py: a restarted supervisor's imports are what a dead
+one's transactional clients wait for).
 
 What it may import: network/, auth/, server/topic.py (the internal topics'
 names), server/config.py and config_registry.py; kafkalite.protocol,

@@ -141,7 +141,6 @@ from concurrent.futures import ThreadPoolExecutor
 from kafkalite import errors
 from kafkalite._ext.fetch_state import LeaderStates
 from kafkalite.errors import KafkaError
-from kafkalite.protocol import ApiKey
 from kafkalite.protocol.enums import IsolationLevel
 from kafkalite.record import build_control_batch
 from kafkalite.record.layout import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRODUCER_ID, PRODUCER
@@ -154,6 +153,9 @@ from kafkalite.server.network.per_partition import (Shape, each_partition, name_
 from kafkalite.server.config import ServerConfig
 from kafkalite.server.replica.fetch_handler import FetchHandler, watch_key
 from kafkalite.server.replica.fetch_session import FetchSessionCache
+from kafkalite.server.replica.replica_apis import (API_HANDLERS, API_KEYS, DELETE_RECORDS,
+                                                   PRODUCE, alter_replica_log_dirs_response,
+                                                   delete_records_blank, produce_blank)
 from kafkalite.server.replica.purgatory import (DelayedDeleteRecords, DelayedProduce,
                                                 DelayedRemoteListOffsets, Purgatory, replica_key)
 from kafkalite.server.network.requests import DEFERRED, NO_RESPONSE, RequestContext
@@ -176,8 +178,6 @@ IO_THREADS = 16            # opening or closing many logs at once: they wait on 
 TRANSACTIONS_V2_PRODUCE = 12   # Produce v12+: a transactional write adds its partition (KIP-890)
 PROPOSAL_TIMEOUT_S = 5.0   # an ISR proposal the controller did not answer is made again
 
-PRODUCE = Shape("name", "partition_data", "index",
-                "name", "partition_responses", "index", error_message=True)
 LIST_OFFSETS = Shape("name", "partitions", "partition_index",
                      "name", "partitions", "partition_index")
 OFFSET_FOR_LEADER_EPOCH = Shape("topic", "partitions", "partition",
@@ -188,8 +188,6 @@ WRITE_TXN_MARKERS = Shape("name", "partitions", "partition",
                           "name", "partitions", "partition_index")
 DESCRIBE_PRODUCERS = Shape("name", "partitions", "partition",
                            "name", "partitions", "partition_index", error_message=True)
-DELETE_RECORDS = Shape("name", "partitions", "partition_index",
-                       "name", "partitions", "partition_index")
 # ListOffsets: the first version that takes each timestamp spec (a negative
 # timestamp), as Kafka's ReplicaManager checks; a partition asked for a spec
 # its request's version predates, or for one Kafka has not defined, is
@@ -213,27 +211,9 @@ def delete_records_key(key: tuple[str, int]) -> tuple:
     return ("delete-records", *key)
 
 
-def delete_records_blank() -> dict:
-    return {"error_code": 0, "low_watermark": -1}
-
-
-def alter_replica_log_dirs_response(codes: dict[tuple[str, int], int]) -> dict:
-    """AlterReplicaLogDirs' answer: {(topic, partition): error code}, by topic."""
-    by_topic: dict[str, list] = {}
-    for (name, index), code in codes.items():
-        by_topic.setdefault(name, []).append({"partition_index": index, "error_code": code})
-    return {"throttle_time_ms": 0, "results": [{"topic_name": name, "partitions": parts}
-                                                for name, parts in by_topic.items()]}
-
-
 def _indexed(topics: list, name_field: str, indexes_field: str) -> list:
     return [{"name": t[name_field], "partitions": [{"partition": i} for i in t[indexes_field]]}
             for t in topics]
-
-
-def produce_blank() -> dict:
-    return {"error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
-            "log_start_offset": -1, "record_errors": [], "error_message": None}
 
 
 def _list_offsets_blank() -> dict:
@@ -246,21 +226,8 @@ def _offset_for_epoch_blank() -> dict:
 
 
 class ReplicaManager:
-    # The APIs this class serves: API key -> method name.
-    API_HANDLERS = {
-        ApiKey.PRODUCE: "produce",
-        ApiKey.FETCH: "fetch",
-        ApiKey.LIST_OFFSETS: "list_offsets",
-        ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch",
-        ApiKey.WRITE_TXN_MARKERS: "write_txn_markers",
-        ApiKey.DESCRIBE_PRODUCERS: "describe_producers",
-        ApiKey.DELETE_RECORDS: "delete_records",
-        ApiKey.DESCRIBE_LOG_DIRS: "describe_log_dirs",
-        ApiKey.ALTER_REPLICA_LOG_DIRS: "alter_replica_log_dirs",
-        ApiKey.SHARE_FETCH: "share_fetch",
-        ApiKey.SHARE_ACKNOWLEDGE: "share_acknowledge",
-    }
-    API_KEYS = frozenset(API_HANDLERS)
+    API_HANDLERS = API_HANDLERS     # the APIs this class serves: API key -> method name
+    API_KEYS = API_KEYS
 
     def __init__(self, broker_id: int, data_dir: str, log_config, verifier=None,
                  remote_storage=None):
