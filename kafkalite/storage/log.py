@@ -546,12 +546,14 @@ class PartitionLog:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_message: bool = True, collect_aborted: bool = False) -> FetchDataInfo:
+             min_one_message: bool = True, collect_aborted: bool = False,
+             below_lso: bool = False) -> FetchDataInfo:
         """Read from ``offset`` up to ``max_bytes`` (the first batch whole when
         larger, with ``min_one_message``), never past ``max_offset`` (the high
-        watermark for consumers, the LSO for read_committed ones). With
-        ``collect_aborted``, also the aborted transactions the region may
-        hold (a superset: those overlapping [offset, end of its segment)).
+        watermark for consumers), nor past the LSO with ``below_lso`` (for
+        read_committed ones: the LSO found once, not again for the answer).
+        With ``collect_aborted``, also the aborted transactions the region
+        may hold (a superset: those overlapping [offset, end of its segment)).
         OffsetOutOfRangeError outside [log start, log end]."""
         self._check_open()
         if offset < self._log_start or offset > self._log_end:
@@ -560,8 +562,10 @@ class PartitionLog:
                 f"[{self._log_start}, {self._log_end})")
         if max_bytes < 0:
             raise InvalidRequestError(f"max_bytes must be >= 0, not {max_bytes}")
-        limit = self._log_end if max_offset is None else min(max_offset, self._log_end)
         lso = self.last_stable_offset
+        if below_lso:
+            max_offset = lso if max_offset is None else min(max_offset, lso)
+        limit = self._log_end if max_offset is None else min(max_offset, self._log_end)
         if offset >= limit:
             return self._nothing_read(offset, lso, collect_aborted)
         if self.remote is not None and offset < self.local_log_start_offset:
@@ -584,7 +588,7 @@ class PartitionLog:
                 aborted = None
                 if collect_aborted:
                     upper = min(limit, self._segments[i].next_offset)
-                    aborted = self.aborted_transactions(offset, upper)
+                    aborted = self._aborted_from(i, offset, upper)
                 return FetchDataInfo(offset, region, self._log_start, self._high_watermark,
                                      self._log_end, lso, aborted)
             if i == limit_index:
@@ -631,8 +635,18 @@ class PartitionLog:
         ABORT marker, which may lie any number of segments past
         ``upper_bound``: the search cannot stop at a segment boundary."""
         self._check_open()
+        return self._aborted_from(self._segment_index(start), start, upper_bound)
+
+    def _aborted_from(self, index: int, start: int, upper_bound: int) -> list[AbortedTxn]:
+        """``aborted_transactions`` from the segment at ``index``, the one
+        holding ``start`` (a read has found it already)."""
+        segments = self._segments
+        if index == len(segments) - 1:
+            # the active segment alone, as a consumer at the log end reads:
+            # no slice of the segment list for each fetched partition
+            return segments[index].txn_index.collect(start, upper_bound)[0]
         found: list[AbortedTxn] = []
-        for seg in self._segments[self._segment_index(start):]:
+        for seg in segments[index:]:
             entries, complete = seg.txn_index.collect(start, upper_bound)
             found += entries
             if complete:

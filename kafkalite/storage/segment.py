@@ -66,6 +66,12 @@ log = logging.getLogger(__name__)
 
 # Bytes read at once when stepping through batch headers after an index hit.
 _HEADER_SCAN_CHUNK = 64 * 1024
+# ... and first, when looking for the batch holding an offset: it starts at
+# most about index.interval.bytes past its index entry (LogSegment.append's
+# rule), so twice that is read first rather than a whole chunk -- a consumer
+# behind the in-memory tail pays for each partition it reads, and would
+# otherwise copy 64 KB out of the page cache to find a 1 KB batch.
+_FIRST_SCAN_INTERVALS = 2
 # Batches appended by this process whose places the active segment keeps in
 # memory (the newest, between _TAIL_BATCHES and twice as many; about 6 KB a
 # partition at most): a consumer at the log end finds its batch there, with
@@ -186,6 +192,13 @@ class LogSegment:
             self._size = os.fstat(self.file.fileno()).st_size
         except OSError as exc:
             raise KafkaStorageError(f"cannot open segment {path}: {exc.strerror or exc}") from exc
+        # Index entries at or past this position were added by this
+        # process's appends, after the batch they point at was written: a
+        # lookup trusts them without reading that batch's header. Those
+        # found on disk are checked (_entry_sound): the index may not match
+        # the log after a crash. (An entry past the log's end on disk fails
+        # load_state's sanity check, and recovery rebuilds the index.)
+        self._own_index_from = 0 if create else self._size
         self.offset_index = OffsetIndex(segment_path(directory, base_offset, INDEX_SUFFIX, suffix),
                                         base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(segment_path(directory, base_offset, TIME_INDEX_SUFFIX, suffix),
@@ -483,11 +496,15 @@ class LogSegment:
 
     # ---- main read interface -------------------------------------------------------------
 
-    def _headers_from(self, position: int):
-        """Yield (base, last, position, size, max_timestamp) of batches from ``position``."""
+    def _headers_from(self, position: int, first_chunk: int = _HEADER_SCAN_CHUNK):
+        """Yield (base, last, position, size, max_timestamp) of batches from
+        ``position``, reading ``first_chunk`` bytes first (at least a batch
+        header's), then ``_HEADER_SCAN_CHUNK`` at a time."""
         fd = self.file.fileno()
+        chunk_size = first_chunk
         while position < self._size:
-            chunk = os.pread(fd, min(_HEADER_SCAN_CHUNK, self._size - position), position)
+            chunk = os.pread(fd, min(chunk_size, self._size - position), position)
+            chunk_size = _HEADER_SCAN_CHUNK
             at = 0
             while at + BATCH_HEADER_SIZE <= len(chunk):
                 base, last, size, max_ts = batch_header(chunk, at)
@@ -514,7 +531,7 @@ class LogSegment:
 
     def _start_position(self, offset: int) -> int:
         entry_offset, pos = self.offset_index.lookup(offset)
-        if pos and not self._entry_sound(entry_offset, pos):
+        if pos and pos < self._own_index_from and not self._entry_sound(entry_offset, pos):
             self.rebuild_indexes(f"its entry for offset {entry_offset} (position {pos}) does "
                                  f"not point at the batch ending there")
             _, pos = self.offset_index.lookup(offset)
@@ -530,7 +547,9 @@ class LogSegment:
             at = bisect.bisect_left(self._tail_lasts, offset)
             return tail[at] if at < len(tail) else None
         pos = self._start_position(offset)
-        for base, last, position, size, _ in self._headers_from(max(pos, start_position)):
+        first_chunk = _FIRST_SCAN_INTERVALS * self.config.index_interval_bytes + BATCH_HEADER_SIZE
+        for base, last, position, size, _ in self._headers_from(max(pos, start_position),
+                                                               first_chunk):
             if last >= offset:
                 return base, last, position, size
         return None

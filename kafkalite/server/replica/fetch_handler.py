@@ -286,9 +286,16 @@ class FetchHandler:
                         part, lambda: part.log.read(offset, max_bytes, min_one_message=True))
                 else:
                     keys.append(part.key)
-                    data = rm.read_remote_in_background(part, lambda: part.read(
-                        fp["fetch_offset"], max_bytes, min_one_message=state["first"],
-                        read_committed=read_committed))
+                    if part.log.remote is None:
+                        # a local log (all but tiered topics): no closure and
+                        # background-read wrapper per partition read
+                        data = part.read(fp["fetch_offset"], max_bytes,
+                                         min_one_message=state["first"],
+                                         read_committed=read_committed)
+                    else:
+                        data = rm.read_remote_in_background(part, lambda: part.read(
+                            fp["fetch_offset"], max_bytes, min_one_message=state["first"],
+                            read_committed=read_committed))
             except RemoteReadPending as pending:
                 downloads.append(pending.key)
                 out["high_watermark"] = part.high_watermark

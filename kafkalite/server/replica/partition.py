@@ -290,7 +290,7 @@ class Partition:
         that meets it further on stops before it): acknowledged records are
         never skipped in silence."""
         if read_committed:
-            return self.log.read(offset, max_bytes, max_offset=self.log.last_stable_offset,
+            return self.log.read(offset, max_bytes, below_lso=True,
                                  min_one_message=min_one_message, collect_aborted=True)
         return self.log.read(offset, max_bytes, max_offset=self.log.high_watermark,
                              min_one_message=min_one_message)
