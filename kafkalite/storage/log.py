@@ -73,7 +73,7 @@ from kafkalite.storage import producer_snapshot
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
 from kafkalite.storage.segment import FileRegion, LogSegment
-from kafkalite.storage.txn_index import AbortedTxn
+from kafkalite.storage.txn_index import AbortedTxn, aborted_from
 
 log = logging.getLogger(__name__)
 
@@ -588,7 +588,7 @@ class PartitionLog:
                 aborted = None
                 if collect_aborted:
                     upper = min(limit, self._segments[i].next_offset)
-                    aborted = self._aborted_from(i, offset, upper)
+                    aborted = aborted_from(self._segments, i, offset, upper)
                 return FetchDataInfo(offset, region, self._log_start, self._high_watermark,
                                      self._log_end, lso, aborted)
             if i == limit_index:
@@ -635,23 +635,7 @@ class PartitionLog:
         ABORT marker, which may lie any number of segments past
         ``upper_bound``: the search cannot stop at a segment boundary."""
         self._check_open()
-        return self._aborted_from(self._segment_index(start), start, upper_bound)
-
-    def _aborted_from(self, index: int, start: int, upper_bound: int) -> list[AbortedTxn]:
-        """``aborted_transactions`` from the segment at ``index``, the one
-        holding ``start`` (a read has found it already)."""
-        segments = self._segments
-        if index == len(segments) - 1:
-            # the active segment alone, as a consumer at the log end reads:
-            # no slice of the segment list for each fetched partition
-            return segments[index].txn_index.collect(start, upper_bound)[0]
-        found: list[AbortedTxn] = []
-        for seg in segments[index:]:
-            entries, complete = seg.txn_index.collect(start, upper_bound)
-            found += entries
-            if complete:
-                break
-        return found
+        return aborted_from(self._segments, self._segment_index(start), start, upper_bound)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """Kafka's ListOffsets: (offset, timestamp) of the first record whose

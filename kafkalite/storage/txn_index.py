@@ -176,3 +176,20 @@ class TransactionIndex:
         window = arr[:stop + 1]
         hit = (window[:, 2] >= fetch_offset) & (window[:, 1] < upper_bound)
         return [AbortedTxn(*row) for row in window[hit].tolist()], complete
+
+
+def aborted_from(segments, index: int, start: int, upper_bound: int) -> list:
+    """PartitionLog.aborted_transactions over ``segments`` (a log's, each
+    with its ``txn_index``) from the one at ``index``, which holds
+    ``start`` (a read has found it already)."""
+    if index == len(segments) - 1:
+        # the active segment alone, as a consumer at the log end reads: no
+        # slice of the segment list for each fetched partition
+        return segments[index].txn_index.collect(start, upper_bound)[0]
+    found: list = []
+    for seg in segments[index:]:
+        entries, complete = seg.txn_index.collect(start, upper_bound)
+        found += entries
+        if complete:
+            break
+    return found

@@ -286,16 +286,8 @@ class FetchHandler:
                         part, lambda: part.log.read(offset, max_bytes, min_one_message=True))
                 else:
                     keys.append(part.key)
-                    if part.log.remote is None:
-                        # a local log (all but tiered topics): no closure and
-                        # background-read wrapper per partition read
-                        data = part.read(fp["fetch_offset"], max_bytes,
-                                         min_one_message=state["first"],
-                                         read_committed=read_committed)
-                    else:
-                        data = rm.read_remote_in_background(part, lambda: part.read(
-                            fp["fetch_offset"], max_bytes, min_one_message=state["first"],
-                            read_committed=read_committed))
+                    data = _consumer_read(rm, part, fp["fetch_offset"], max_bytes,
+                                          state["first"], read_committed)
             except RemoteReadPending as pending:
                 downloads.append(pending.key)
                 out["high_watermark"] = part.high_watermark
@@ -381,3 +373,14 @@ class FetchHandler:
             stats[2] += n
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
                 "responses": topics}
+
+
+def _consumer_read(rm, part, offset: int, max_bytes: int, first: bool, read_committed: bool):
+    """A consumer's read of ``part``: a local log (all but tiered topics)
+    directly, with no closure and background-read wrapper per partition
+    read; a tiered one through the replica manager's background reads."""
+    if part.log.remote is None:
+        return part.read(offset, max_bytes, min_one_message=first,
+                         read_committed=read_committed)
+    return rm.read_remote_in_background(part, lambda: part.read(
+        offset, max_bytes, min_one_message=first, read_committed=read_committed))
