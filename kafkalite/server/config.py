@@ -519,8 +519,7 @@ class ServerConfig:
         for name in ("default_replication_factor", "replica_lag_time_max_ms",
                      "replica_fetch_wait_max_ms", "leader_imbalance_check_interval_seconds",
                      "remote_fetch_max_wait_ms", "remote_list_offsets_request_timeout_ms",
-                     "remote_log_manager_copier_thread_pool_size",
-                     "broker_session_timeout_ms",
+                     "broker_session_timeout_ms", "remote_log_manager_copier_thread_pool_size",
                      "offsets_topic_num_partitions",
                      "group_min_session_timeout_ms",
                      "group_max_session_timeout_ms", "offsets_retention_minutes",
@@ -657,9 +656,12 @@ class ServerConfig:
         return None
 
     def remote_storage_manager(self):
-        """The broker's RemoteStorageManager, None without tiered storage."""
+        """The broker's RemoteStorageManager, None without tiered storage;
+        this process's copier pool takes its size (a worker, a broker)."""
         if not self.remote_log_storage_system_enable:
             return None
+        from kafkalite.storage.remote.copier import configure_copier
+        configure_copier(self.remote_log_manager_copier_thread_pool_size)
         if self.remote_log_storage_s3_bucket:
             from kafkalite.storage.remote.s3_storage import S3RemoteStorage
             return S3RemoteStorage(self.remote_log_storage_s3_bucket,

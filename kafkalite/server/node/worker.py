@@ -146,9 +146,6 @@ class Worker:
         self._awaiting_coordinator: list[tuple] = []
         self.relay = None                   # RelayClient to the supervisor
         self._pending_relay = PendingRelay()  # what waits for the relay to be known
-        if config.remote_log_storage_system_enable:
-            from kafkalite.storage.remote.copier import configure_copier
-            configure_copier(config.remote_log_manager_copier_thread_pool_size)
         self.replica_manager = ReplicaManager(index, config.data_dir, config.log_config,
                                               remote_storage=config.remote_storage_manager())
         self.peers = BrokerRequests(self.ctx, lambda b: self.fetcher.endpoint_of(b),

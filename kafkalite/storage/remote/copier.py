@@ -29,6 +29,8 @@ from __future__ import annotations
 import concurrent.futures
 
 from kafkalite.storage.background import BackgroundThread
+from kafkalite.storage.remote.metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState
+from kafkalite.storage.remote.storage_manager import RemoteLogSegmentId
 
 COPIER_THREADS = 4          # default of the pool's size (Kafka's is 10, for bigger brokers)
 
@@ -64,3 +66,23 @@ def due_for_copy(segments, after: int, last_stable_offset: int):
         if seg.next_offset > last_stable_offset:
             return
         yield seg
+
+
+def reserve(previous: RemoteLogSegmentMetadata | None, entries, partition: str,
+            now: int) -> RemoteLogSegmentMetadata:
+    """The entry a leader's every write of the shared metadata lists for its
+    next copy, before that segment is copied: COPY_SEGMENT_STARTED at the
+    offset after the last one copied or under way (``entries``), its end
+    not known yet (the base offset stands for it). A copy of that segment
+    alone then starts under its id without a write of its own, and a new
+    leader after a crash deletes what it put, as it does for any copy
+    started and not finished: a segment costs one write (its FINISHED,
+    with the next reservation), not two (issue 71). ``previous`` is kept
+    while it still reserves the same offset."""
+    base = max([-1, *(m.end_offset for m in entries if m.state in (
+        RemoteLogSegmentState.COPY_SEGMENT_STARTED,
+        RemoteLogSegmentState.COPY_SEGMENT_FINISHED))]) + 1
+    if previous is not None and previous.base_offset == base:
+        return previous
+    return RemoteLogSegmentMetadata(RemoteLogSegmentId.generate(partition).id, base, base, -1,
+                                    (), 0, RemoteLogSegmentState.COPY_SEGMENT_STARTED, now)

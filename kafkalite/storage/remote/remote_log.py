@@ -104,22 +104,21 @@ import itertools
 import logging
 import os
 import shutil
-import threading
 import time
 from typing import Callable
 
 from kafkalite.errors import KafkaStorageError
 from kafkalite.storage import producer_snapshot
 from kafkalite.storage.config import LogConfig
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kafkalite.storage.leader_epoch import decode as decode_epochs, encode as encode_epochs
-from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
-                                               RemoteLogSegmentState)
+from kafkalite.storage.remote.metadata import (RemoteAuxState, RemoteLogMetadataFile,
+                                               RemoteLogSegmentMetadata, RemoteLogSegmentState)
 from kafkalite.storage.remote.metadata_store import (RemoteLogMetadataFenced,
                                                      SharedRemoteLogMetadata, partition_key)
 from kafkalite.storage.remote.copier import COPIER as _copier, METADATA_THREAD as _metadata_thread
-from kafkalite.storage.remote.copier import after as _after, due_for_copy
+from kafkalite.storage.remote.copier import after as _after, due_for_copy, reserve
 from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER
 from kafkalite.storage.remote.remote_topic_stats import REMOTE_TOPIC_STATS, RemoteTopicStats
 from kafkalite.storage.remote.store_backoff import REFUSED, StoreBackoff
@@ -149,7 +148,6 @@ READ_AHEAD_SEGMENTS = 2         # remote segments downloaded ahead of a backgrou
 _FETCH_CHUNK = 8 << 20          # bytes per ranged fetch when filling the cache
 COPIES_QUEUED = 16              # a partition's copies in flight on the copier pool, at most
 DELETES_QUEUED = 16             # store deletes of a partition handed to the copier at once
-OWED_WRITE_S = 2.0              # copies finished wait this long for a write that starts copies
 FOLLOWER_REFRESH_S = 1.0        # a follower behind on what is copied reads the shared metadata
 FOLLOWER_IDLE_REFRESH_S = 30.0  # at most this often, one that is not at most this often
 # how far along an entry is, for merging two views of one (a claim)
@@ -162,21 +160,6 @@ S = RemoteLogSegmentState
 
 
 
-
-
-@dataclass(frozen=True)
-class RemoteAuxState:
-    """What a follower starts its log from when it ends below its leader's
-    local log start (Kafka's remote log "auxiliary state"): the remote
-    segments as the shared metadata lists them, the offset after the copied
-    segment holding the one just below the leader's local log start (where
-    the follower's log starts), the leader epochs up to there (that
-    segment's leader-epoch checkpoint) and the producer snapshot taken at
-    its end (None if it had none)."""
-    segments: tuple
-    next_offset: int
-    leader_epochs: list
-    producer_snapshot: bytes | None
 
 
 class _IndexOnly:
@@ -234,7 +217,11 @@ class RemoteLog:
         # their objects' delete waits for them to end
         self._abandoned_copies: dict[str, concurrent.futures.Future] = {}
         self._deferring = False         # in a copier pass: its changes make one write
-        self._owed_since: float | None = None   # changes not written yet (see copy_segments)
+        self._owed = False              # changes of the pass not written yet
+        # the next copy's entry, listed ahead by each write (see _reserve), and
+        # whether a write submitted listed it
+        self._reservation: RemoteLogSegmentMetadata | None = None
+        self._reservation_listed = False
         # how the store has been answering each kind of call (store_backoff.py):
         # a kind that fails backs off (a store that is down, each call tried
         # again at every housekeeping, kept the copier busy failing and
@@ -314,7 +301,8 @@ class RemoteLog:
         if self._leading and self._epoch == leader_epoch and not self._fenced:
             return
         self._leading, self._epoch = True, leader_epoch
-        self._claimed = self._fenced = False
+        self._claimed = self._fenced = self._reservation_listed = False
+        self._reservation = None        # a claim abandons what an earlier one listed
         self._claim = None
 
     def follow(self, topic_id=None) -> None:
@@ -415,7 +403,7 @@ class RemoteLog:
         if self._shared is None:
             return          # a log on its own: its file, written already, is all
         if self._deferring:
-            self._owed_since = self._owed_since or time.monotonic()
+            self._owed = True
             return
         if self._writes_tried.failing and not self._writes_tried.due():
             self._publish_needed = True
@@ -424,12 +412,18 @@ class RemoteLog:
 
     def _publish_now(self, claim: bool = False) -> None:
         self._publish_needed = False        # owed no more: written now, or nothing to write
-        self._owed_since = None
+        self._owed = False
         if self._shared is None or self._epoch is None or self._fenced:
             return
         if not (self._leading and self._claimed) and not (self._copying or self._mine):
             return
         snapshot = self.metadata.all
+        if self._leading and self._claimed:
+            # listed ahead: the next copy needs no write of its own (copier.py)
+            self._reservation = reserve(self._reservation, snapshot, self.partition,
+                                        self._clock())
+            self._reservation_listed = True
+            snapshot += (self._reservation,)
         if self._leading:
             self._mine.update(m.id for m in snapshot if m.state is not S.COPY_SEGMENT_FINISHED)
         # the copies handed over before this write: they follow earlier writes only
@@ -566,7 +560,7 @@ class RemoteLog:
         be deleted, a metadata write or read under way: the owner calls
         ``copy_segments`` again soon."""
         if self._shared is not None and (
-                self._publish_needed or self._owed_since is not None
+                self._publish_needed
                 or self._refresh is not None
                 or (self._publish is not None and not self._publish.done())
                 or (self._leading and not self._claimed and not self._fenced)):
@@ -614,15 +608,14 @@ class RemoteLog:
                     self._maybe_refresh(wait, segments)
             elif not self._try_claim(wait):
                 start = False
-        # one copier pass, one write; copies finished with none started wait
-        # OWED_WRITE_S for a pass that starts some (one write a segment)
+        # one copier pass, one write (and none for a copy of the segment the
+        # last write reserved, _reserve: one write a segment)
         self._deferring = True
         try:
             return self._copy_pass(segments, last_stable_offset, epoch_entries, wait, start)
         finally:
             self._deferring = False
-            if self._owed_since is not None and (
-                    wait or time.monotonic() - self._owed_since >= OWED_WRITE_S):
+            if self._owed:
                 self._changed()
 
     def _copy_pass(self, segments, last_stable_offset: int, epoch_entries, wait: bool,
@@ -723,7 +716,7 @@ class RemoteLog:
                     continue
                 if not (self._may_delete or meta.id in self._mine):
                     continue        # the leader's to delete
-                if self._owed_since is not None:
+                if self._owed:
                     self._publish_now()     # the write listing it for deletion goes first
                 self._deleting[meta.id] = _copier.submit(
                     _after, self._publish, self._abandoned_copies.get(meta.id),
@@ -753,19 +746,27 @@ class RemoteLog:
 
     def _start_copies(self, segments, epoch_entries) -> None:
         """Hand ``segments`` to the copier, their COPY_SEGMENT_STARTED written
-        first, in one write: no object is put before its id is listed."""
-        copies = [self._prepare_copy(seg, epoch_entries) for seg in segments]
+        first, in one write (none for a lone copy of the segment the last
+        write reserved): no object is put before its id is listed."""
+        r = self._reservation
+        reserved = r is not None and self._reservation_listed and len(segments) == 1 \
+            and segments[0].base_offset == r.base_offset
+        copies = [self._prepare_copy(seg, epoch_entries, r.id if reserved else None)
+                  for seg in segments]
         self.metadata.add_copy_started(*(meta for meta, _, _ in copies))
-        self._publish_now()     # never deferred: the copies follow the write that lists them
+        self._reservation = None if reserved else r
+        if not reserved:
+            self._publish_now()     # the copies follow the write that lists them
         for meta, sid, data in copies:
             future = _copier.submit(_after, self._publish, None,
                                     self.storage.copy_log_segment_data, sid, meta.base_offset,
                                     data)
             self._copying.append((future, meta))
 
-    def _prepare_copy(self, seg: LogSegment, epoch_entries):
+    def _prepare_copy(self, seg: LogSegment, epoch_entries, reserved_id: str | None = None):
         end = seg.next_offset - 1
-        sid = RemoteLogSegmentId.generate(os.path.basename(os.path.normpath(self.directory)))
+        sid = RemoteLogSegmentId(self.partition, reserved_id) if reserved_id else \
+            RemoteLogSegmentId.generate(self.partition)
         in_segment = [(e, o) for e, o in epoch_entries if seg.base_offset < o <= end]
         before = [(e, o) for e, o in epoch_entries if o <= seg.base_offset]
         epochs = ([(before[-1][0], seg.base_offset)] if before else []) + in_segment
@@ -1144,7 +1145,7 @@ class RemoteLog:
         except Exception as exc:
             log.warning("%s: a copy to remote storage failed: %s", self.name, exc)
         concurrent.futures.wait(self._abandoned_copies.values())
-        if self._owed_since is not None:
+        if self._owed:
             self._publish_now()
         if self._publish is not None:
             concurrent.futures.wait([self._publish])    # the shared metadata says it too
