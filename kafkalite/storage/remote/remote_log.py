@@ -113,12 +113,12 @@ from kafkalite.storage.config import LogConfig
 from dataclasses import replace
 
 from kafkalite.storage.leader_epoch import decode as decode_epochs, encode as encode_epochs
+from kafkalite.storage.remote.copier import COPIER as _copier, METADATA_THREAD as _metadata_thread
+from kafkalite.storage.remote.copier import after as _after, due_for_copy, reserve
 from kafkalite.storage.remote.metadata import (RemoteAuxState, RemoteLogMetadataFile,
                                                RemoteLogSegmentMetadata, RemoteLogSegmentState)
 from kafkalite.storage.remote.metadata_store import (RemoteLogMetadataFenced,
                                                      SharedRemoteLogMetadata, partition_key)
-from kafkalite.storage.remote.copier import COPIER as _copier, METADATA_THREAD as _metadata_thread
-from kafkalite.storage.remote.copier import after as _after, due_for_copy, reserve
 from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER
 from kafkalite.storage.remote.remote_topic_stats import REMOTE_TOPIC_STATS, RemoteTopicStats
 from kafkalite.storage.remote.store_backoff import REFUSED, StoreBackoff
@@ -157,9 +157,6 @@ _RANK = {RemoteLogSegmentState.COPY_SEGMENT_STARTED: 0,
          RemoteLogSegmentState.DELETE_SEGMENT_FINISHED: 3}
 
 S = RemoteLogSegmentState
-
-
-
 
 
 class _IndexOnly:
@@ -218,7 +215,7 @@ class RemoteLog:
         self._abandoned_copies: dict[str, concurrent.futures.Future] = {}
         self._deferring = False         # in a copier pass: its changes make one write
         self._owed = False              # changes of the pass not written yet
-        # the next copy's entry, listed ahead by each write (see _reserve), and
+        # the next copy's entry, listed ahead by each write (copier.reserve), and
         # whether a write submitted listed it
         self._reservation: RemoteLogSegmentMetadata | None = None
         self._reservation_listed = False
@@ -560,8 +557,7 @@ class RemoteLog:
         be deleted, a metadata write or read under way: the owner calls
         ``copy_segments`` again soon."""
         if self._shared is not None and (
-                self._publish_needed
-                or self._refresh is not None
+                self._publish_needed or self._refresh is not None
                 or (self._publish is not None and not self._publish.done())
                 or (self._leading and not self._claimed and not self._fenced)):
             return True
@@ -609,7 +605,7 @@ class RemoteLog:
             elif not self._try_claim(wait):
                 start = False
         # one copier pass, one write (and none for a copy of the segment the
-        # last write reserved, _reserve: one write a segment)
+        # last write reserved, copier.reserve: one write a segment)
         self._deferring = True
         try:
             return self._copy_pass(segments, last_stable_offset, epoch_entries, wait, start)
