@@ -7,7 +7,9 @@ does the copier keep up, after a restart with the store down?
     python benchmarks/bench_tiered_lag.py --quick                 # under a minute
 
 Each run: moto's S3 server on a thread of this process (as the tests run
-it) and a kafkalite server (one worker) tiering to it; a topic with
+it; --store-latency-ms holds each request that long first, as a store
+farther away than memory) and a kafkalite server (one worker) tiering to
+it; a topic with
 ``remote.storage.enable=true`` and --segment-bytes segments (1 MiB); the
 store goes down, the server is restarted with the store down, and a
 confluent-kafka producer sends --producer-rate MB/s of 1,000-byte random
@@ -109,6 +111,8 @@ def one_run(work: str, args, run: int) -> dict:
     counting = threading.Event()
 
     def count(method, path):
+        if args.store_latency_ms:
+            time.sleep(args.store_latency_ms / 1000)    # every request, before the store sees it
         if counting.is_set():
             what = ("segment.log" if path.endswith("/segment.log") else
                     "indexes" if path.endswith("/indexes") else
@@ -180,6 +184,9 @@ def main(argv=None) -> int:
     parser.add_argument("--down-s", type=float, default=20.0)
     parser.add_argument("--up-s", type=float, default=90.0)
     parser.add_argument("--sample-s", type=float, default=2.0)
+    parser.add_argument("--store-latency-ms", type=float, default=0.0,
+                        help="hold each request to the store this long (a store farther "
+                             "away than this process's memory, as S3 is)")
     common.add_rounds(parser, 3, flag="--runs", help="runs")
     common.add_quick(parser, "8 s down, 25 s up, one run")
     parser.add_argument("--work-dir", default=None)
@@ -188,7 +195,8 @@ def main(argv=None) -> int:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)     # moto's request log
     say(f"bench_tiered_lag: {args.producer_rate:g} MB/s into {args.partitions} partition(s), "
         f"{args.segment_bytes / MiB:g} MiB segments; the store down {args.down_s:g} s across "
-        f"a restart, then up {args.up_s:g} s; {args.runs} run(s); load {load()} "
+        f"a restart, then up {args.up_s:g} s; {args.store_latency_ms:g} ms added to each of "
+        f"the store's requests; {args.runs} run(s); load {load()} "
         f"({os.cpu_count()} CPUs)")
     results = []
     work = tempfile.mkdtemp(prefix="kafkalite-bench-tiered-lag-", dir=args.work_dir)
