@@ -162,6 +162,11 @@ def summary(r: dict, args) -> dict:
     seg = args.segment_bytes
     up = [(t, b, s) for t, b, s in r["samples"] if t >= 0]
     caught = next((t for t, b, s in up if b <= 2 * seg), None)
+    # how fast the backlog went once the copies resumed (after the copies'
+    # backoff, which decides when): from the peak to caught up
+    peak_t, peak_b = max(((t, b) for t, b, _ in up), key=lambda x: x[1], default=(0, 0))
+    after = [(t, b) for t, b, _ in up if t > peak_t and b <= 2 * seg]
+    drain = (peak_b - after[0][1]) / MiB / (after[0][0] - peak_t) if after else None
     tail = [b for t, b, s in up if t >= args.up_s * 2 / 3]
     # each copy ends with its segment.log PUT; the bucket-wide DeleteObjects
     # (a POST) are the metadata's versions written over
@@ -171,7 +176,7 @@ def summary(r: dict, args) -> dict:
             "caught_up_s": caught,
             "tail_mean_mib": statistics.mean(tail) / MiB if tail else None,
             "tail_max_mib": max(tail) / MiB if tail else None,
-            "segments_copied": segments,
+            "segments_copied": segments, "drain_mib_s": drain,
             "requests_per_segment": sum(r["requests"].values()) / segments,
             "metadata_per_segment": metadata / segments}
 
@@ -214,7 +219,10 @@ def main(argv=None) -> int:
             say(f"    {r['sent'] * VALUE_BYTES / 1e6:.0f} MB sent ({r['failed']} failed); "
                 f"peak lag {s['peak_mib']:.1f} MiB; caught up "
                 + ("never" if s["caught_up_s"] is None else f"{s['caught_up_s']:.0f} s")
-                + " after the store came back; last third: lag "
+                + " after the store came back"
+                + ("" if s["drain_mib_s"] is None else
+                   f" (the backlog drained at {s['drain_mib_s']:.1f} MiB/s or more)")
+                + "; last third: lag "
                 + ("n/a" if s["tail_mean_mib"] is None else
                    f"{s['tail_mean_mib']:.1f} MiB mean, {s['tail_max_mib']:.1f} max")
                 + f"; {s['segments_copied']} segments copied while the store was up, "
