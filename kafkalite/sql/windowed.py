@@ -355,6 +355,11 @@ class AggregatePlan:
             if where is not None:
                 direct = f"CASE WHEN coalesce(c0, false) THEN {direct} END"
             self.direct_sql = f"SELECT {direct} AS value FROM ({text}) AS t"
+        # COUNT(*)s alone, GROUP BY key, no WHERE: nothing to compute per
+        # record, so the Streams DSL's own columnar count (its store a long
+        # a key) takes the records as they come, without DuckDB
+        self.counts_only = self.direct_sql is not None and where is None and \
+            all(slot == (None, "count") for slot in self.slots)
         # (the structure's names and types: no quote to escape)
         self.unpack_sql = f"SELECT json_transform(value, '{json.dumps(structure)}') AS value " \
             f"FROM packed" if structure else None
@@ -407,9 +412,8 @@ class AggregatePlan:
     def values(self, batch: pa.RecordBatch) -> pa.Array:
         """The output records' JSON values (per update, not per input
         record), made by DuckDB: a batch of updates is one call."""
-        state = batch.column("value")
         columns = {"key": batch.column("key")}
-        columns.update((f"a{i}", state.field(f"a{i}")) for i in range(len(self.slots)))
+        columns.update(zip((f"a{i}" for i in range(len(self.slots))), self._slots(batch)))
         if self.window is not None:
             columns["ws"] = batch.column("window_start")
         self._con.register("updates", pa.table(columns))
@@ -423,8 +427,7 @@ class AggregatePlan:
 
     def _values_per_row(self, batch: pa.RecordBatch) -> pa.Array:
         """``values`` in Python: keys that are not UTF-8 text (\\x escapes)."""
-        state = batch.column("value")
-        slots = [state.field(f"a{i}").to_pylist() for i in range(len(self.slots))]
+        slots = [slot.to_pylist() for slot in self._slots(batch)]
         keys = [self._key_value(k) for k in batch.column("key").to_pylist()]
         windowed = self.window is not None
         starts = batch.column("window_start").to_pylist() if windowed else None
@@ -447,6 +450,14 @@ class AggregatePlan:
             rows.append(json.dumps(row, separators=(",", ":")))
         return pa.array(rows, pa.string())
 
+    def _slots(self, batch: pa.RecordBatch) -> list[pa.Array]:
+        """Each slot's aggregates in a batch of updates: a field of the
+        struct, or (counts_only: the DSL's count, one long) the count."""
+        state = batch.column("value")
+        if self.counts_only:
+            return [state] * len(self.slots)
+        return [state.field(f"a{i}") for i in range(len(self.slots))]
+
     def _key_value(self, key: bytes):
         """The group key as the SELECT typed it (a number, a boolean, text)."""
         t = self.key_type
@@ -459,12 +470,17 @@ class AggregatePlan:
 
     def topology(self, output: str):
         """input -> key and arguments (DuckDB) -> repartition by key ->
-        unpack (DuckDB) -> [window] -> aggregate_columns -> values -> output."""
+        unpack (DuckDB) -> [window] -> aggregate_columns -> values -> output;
+        GROUP BY key: no repartition; COUNT(*)s alone as well: the DSL's count."""
         from kafkalite.streams import (Consumed, Grouped, Materialized, Produced, Repartitioned,
                                        Serdes, StreamsBuilder, columnar)
         builder = StreamsBuilder()
         source = builder.stream(self.input, Consumed.with_(Serdes.bytes(), Serdes.bytes()))
-        if self.direct_sql is not None:
+        if self.counts_only:
+            # SQL's COUNT(*) counts a record of null value too; the DSL's
+            # count takes none (as Kafka Streams'): an empty value stands for it
+            source = source.map_values(columnar(_present))
+        elif self.direct_sql is not None:
             source = source.map_values(columnar(lambda batch: self.direct(batch)))
         else:
             source = (source.map(columnar(lambda batch: self.grouping(batch)))
@@ -474,16 +490,29 @@ class AggregatePlan:
         grouped = source.group_by_key(Grouped.with_(Serdes.bytes(), None))
         if self.window is not None:
             grouped = grouped.windowed_by(self.window.time_windows())
-        (grouped.aggregate_columns(self.slots, Materialized.as_("aggregate").with_value_serde(
-            Serdes.struct(self.state_type)))
-         .to_stream().map_values(columnar(lambda batch: self.values(batch)))
+        if self.counts_only:
+            table = grouped.count(Materialized.as_("aggregate").with_value_serde(Serdes.long()))
+        else:
+            table = grouped.aggregate_columns(self.slots, Materialized.as_(
+                "aggregate").with_value_serde(Serdes.struct(self.state_type)))
+        (table.to_stream().map_values(columnar(lambda batch: self.values(batch)))
          .to(output, Produced.with_(Serdes.bytes(), Serdes.string())))
         return builder.build()
 
     def explain(self) -> list[tuple[str, str]]:
         """EXPLAIN's steps between the source and the sink."""
-        return [("group by", self.grouping_sql if self.direct_sql is None else
-                 f"the record key (no repartition): {self.direct_sql}"),
+        group = "the record key (no repartition, no SQL per record)" if self.counts_only else \
+            f"the record key (no repartition): {self.direct_sql}" if self.direct_sql else \
+            self.grouping_sql
+        aggregate = "count(*) (the Streams DSL's count)" if self.counts_only else \
+            ", ".join(f"{op}({f or '*'})" for f, op in self.slots)
+        return [("group by", group),
                 ("window", str(self.window) if self.window else "(none: one row per key)"),
-                ("aggregate", ", ".join(f"{op}({f or '*'})" for f, op in self.slots)),
+                ("aggregate", aggregate),
                 ("columns", ", ".join(self.names))]
+
+
+def _present(batch: pa.RecordBatch) -> pa.Array:
+    """The values with a null one made empty (counts_only's input)."""
+    value = batch.column("value")
+    return value.fill_null(b"") if value.null_count else value

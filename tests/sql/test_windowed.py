@@ -204,6 +204,35 @@ def test_a_key_that_is_not_text_is_written_with_escapes():
         {"k": "\\xffa", "n": 1, "WINDOWSTART": 1000, "WINDOWEND": 2000}]
 
 
+def test_a_count_per_record_key_is_the_streams_dsl_count_and_the_model():
+    """COUNT(*)s alone, GROUP BY key, no WHERE: EXPLAIN names the DSL's
+    count (no SQL per record), and the latest value of each hopping window
+    is the model's, a record of null value counted as SQL counts it (the
+    DSL's count alone would drop it; the Streams test driver, no server)."""
+    from kafkalite.sql.windowed import AggregatePlan
+    from kafkalite.streams import Serdes, TopologyTestDriver
+    plan = AggregatePlan("SELECT key AS k, COUNT(*) AS n, COUNT(*) AS m FROM t WINDOW HOPPING "
+                         "(SIZE 2 SECONDS, ADVANCE BY 1 SECOND) GROUP BY key", "t")
+    assert dict(plan.explain())["aggregate"] == "count(*) (the Streams DSL's count)"
+    rng = random.Random(76)
+    records = [(rng.choice([b"a", b"b", b"c"]), None if i % 5 == 0 else b"%d" % i,
+                i * 37 - (900 if i % 7 == 0 else 0)) for i in range(1, 300)]
+    want = defaultdict(int)
+    for key, _, ts in records:
+        for start in (ts // 1000 * 1000 - 1000, ts // 1000 * 1000):
+            if start >= 0:
+                want[(key.decode(), start)] += 1
+    with TopologyTestDriver(plan.topology("out"), {"application.id": "app"}) as d:
+        d.create_input_topic("t", Serdes.bytes(), Serdes.bytes()).pipe_record_list(records)
+        out = [json.loads(v) for _, v in d.create_output_topic(
+            "out", Serdes.bytes(), Serdes.string()).read_key_values_to_list()]
+    got = {}
+    for doc in out:
+        assert doc["n"] == doc["m"] and doc["WINDOWEND"] == doc["WINDOWSTART"] + 2000, doc
+        got[(doc["k"], doc["WINDOWSTART"])] = doc["n"]
+    assert got == dict(want)
+
+
 # ---- kill -9 of the runner (a server of the test's own) -----------------------------------------
 
 # GROUP BY key: the path without a repartition (the model test's takes one)
