@@ -409,9 +409,53 @@ class AggregatePlan:
                             for n, e in fields.items())
         return f"SELECT to_json(struct_pack({members})) AS value FROM updates"
 
+    def _count_fields(self) -> list[tuple[str, str]]:
+        """counts_only's output columns in order: (JSON name and colon,
+        "key" | "count" | "windowstart" | "windowend"), a name once (the
+        first column of that name, as _values_sql's setdefault)."""
+        fields = {}
+        for name, (kind, detail) in zip(self.names, self.columns):
+            fields.setdefault(name, kind if kind in ("key", "count") else detail)
+        if self.window is not None:
+            fields.setdefault("WINDOWSTART", "windowstart")
+            fields.setdefault("WINDOWEND", "windowend")
+        return [(json.dumps(n) + ":", what) for n, what in fields.items()]
+
+    def _count_values(self, batch: pa.RecordBatch) -> pa.Array | None:
+        """counts_only's JSON values joined a column at a time in Arrow
+        (integers, and the key's text between quotes), cheaper than a
+        DuckDB call a batch; None for a key that is not UTF-8 or would need
+        a JSON escape (DuckDB's path writes those)."""
+        try:
+            keys = batch.column("key").cast(pa.string())
+        except pa.ArrowInvalid:
+            return None
+        if pc.any(pc.match_substring_regex(keys, r'["\\\x00-\x1f]')).as_py():
+            return None
+        count = batch.column("value").cast(pa.string())
+        if self.window is not None:
+            start = batch.column("window_start")
+            ends = pc.add(start, self.window.size_ms).cast(pa.string())
+            starts = start.cast(pa.string())
+        parts, text = [], "{"
+        for i, (name, what) in enumerate(self._count_fields()):
+            text += ("," if i else "") + name
+            if what == "key":
+                text += '"'
+            parts += [pa.scalar(text), keys if what == "key" else count if what == "count"
+                      else starts if what == "windowstart" else ends]
+            text = '"' if what == "key" else ""
+        parts.append(pa.scalar(text + "}"))
+        return pc.binary_join_element_wise(*parts, "")
+
     def values(self, batch: pa.RecordBatch) -> pa.Array:
         """The output records' JSON values (per update, not per input
-        record), made by DuckDB: a batch of updates is one call."""
+        record), made by DuckDB: a batch of updates is one call
+        (counts_only's, when its keys allow, in Arrow alone)."""
+        if self.counts_only:
+            made = self._count_values(batch)
+            if made is not None:
+                return made
         columns = {"key": batch.column("key")}
         columns.update(zip((f"a{i}" for i in range(len(self.slots))), self._slots(batch)))
         if self.window is not None:
