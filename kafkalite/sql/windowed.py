@@ -44,6 +44,7 @@ import json
 import re
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -423,30 +424,45 @@ class AggregatePlan:
 
     def _count_values(self, batch: pa.RecordBatch) -> pa.Array | None:
         """counts_only's JSON values joined a column at a time in Arrow
-        (integers, and the key's text between quotes), cheaper than a
-        DuckDB call a batch; None for a key that is not UTF-8 or would need
-        a JSON escape (DuckDB's path writes those)."""
+        (the key's text between quotes, the counts as text, the text that
+        depends on the window start made once per distinct start), cheaper
+        than a DuckDB call a batch; None for a key that is not UTF-8 or
+        would need a JSON escape (DuckDB's path writes those)."""
+        keys = batch.column("key")
+        data = keys.buffers()[2]
+        if data is not None and _needs_escape(np.frombuffer(data, np.uint8)):
+            return None
         try:
-            keys = batch.column("key").cast(pa.string())
+            keys = keys.cast(pa.string())
         except pa.ArrowInvalid:
             return None
-        if pc.any(pc.match_substring_regex(keys, r'["\\\x00-\x1f]')).as_py():
-            return None
         count = batch.column("value").cast(pa.string())
-        if self.window is not None:
-            start = batch.column("window_start")
-            ends = pc.add(start, self.window.size_ms).cast(pa.string())
-            starts = start.cast(pa.string())
-        parts, text = [], "{"
+        starts = batch.column("window_start") if self.window is not None else None
+        parts, run = [], ["{"]
         for i, (name, what) in enumerate(self._count_fields()):
-            text += ("," if i else "") + name
+            run.append(("," if i else "") + name)
+            if what in ("windowstart", "windowend"):
+                run.append(what)
+                continue
             if what == "key":
-                text += '"'
-            parts += [pa.scalar(text), keys if what == "key" else count if what == "count"
-                      else starts if what == "windowstart" else ends]
-            text = '"' if what == "key" else ""
-        parts.append(pa.scalar(text + "}"))
+                run.append('"')
+            parts += [self._text(run, starts), keys if what == "key" else count]
+            run = ['"' if what == "key" else ""]
+        parts.append(self._text(run + ["}"], starts))
         return pc.binary_join_element_wise(*parts, "")
+
+    def _text(self, run: list[str], starts: pa.Array | None):
+        """Literal text and window bounds (``run``) as one scalar, or, with
+        bounds in it, one text per record made once per distinct start (a
+        batch's records fall in few windows)."""
+        if "windowstart" not in run and "windowend" not in run:
+            return pa.scalar("".join(run))
+        distinct = pc.unique(starts)
+        size = self.window.size_ms
+        texts = pa.array(["".join(str(ws) if p == "windowstart" else str(ws + size)
+                                  if p == "windowend" else p for p in run)
+                          for ws in distinct.to_pylist()], pa.string())
+        return texts.take(pc.index_in(starts, distinct))
 
     def values(self, batch: pa.RecordBatch) -> pa.Array:
         """The output records' JSON values (per update, not per input
@@ -554,6 +570,12 @@ class AggregatePlan:
                 ("window", str(self.window) if self.window else "(none: one row per key)"),
                 ("aggregate", aggregate),
                 ("columns", ", ".join(self.names))]
+
+
+def _needs_escape(data: np.ndarray) -> bool:
+    """Whether key bytes hold a quote, a backslash or a control character
+    (bytes past a sliced array's end may count: then DuckDB's path)."""
+    return bool(((data < 0x20) | (data == 0x22) | (data == 0x5C)).any())
 
 
 def _present(batch: pa.RecordBatch) -> pa.Array:
