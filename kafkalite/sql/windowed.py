@@ -1,6 +1,6 @@
 """Aggregates in persistent queries: ``CREATE TABLE out AS SELECT <key>,
 COUNT(*), SUM(x), MIN(x), MAX(x), AVG(x) FROM in [WHERE ...] [WINDOW
-TUMBLING | HOPPING (...)] GROUP BY <key> [EMIT CHANGES]``, in ksqlDB's
+TUMBLING | HOPPING | SESSION (...)] GROUP BY <key> [EMIT CHANGES]``, in ksqlDB's
 words (persistent.py records and lists it; the runner runs it).
 
 The work is split where each engine is good at it:
@@ -29,10 +29,14 @@ positions stay the user's):
 
     WINDOW TUMBLING (SIZE <n> <unit> [, GRACE PERIOD <n> <unit>])
     WINDOW HOPPING (SIZE <n> <unit>, ADVANCE BY <n> <unit> [, GRACE PERIOD <n> <unit>])
+    WINDOW SESSION (<n> <unit> [, GRACE PERIOD <n> <unit>])
 
 units MILLISECOND(S), SECOND(S), MINUTE(S), HOUR(S), DAY(S); the grace
 period is 24 hours when not given (ksqlDB's default), and the window
-store keeps a window for its size + grace of stream time.
+store keeps a window for its size + grace of stream time. A SESSION's
+<n> <unit> is its inactivity gap (Window's size); its aggregates are
+folded record by record (``_Fold``: sessions merge record by record in
+the Streams runtime), and a session merged away is a tombstone out.
 
 Who may call: persistent.py (Statements, to check a statement; the
 runner's query thread, through ``plan_for``). What it may import: as sql/.
@@ -44,6 +48,7 @@ import json
 import re
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -60,7 +65,9 @@ _WINDOW_SPECS = {
     "TUMBLING": re.compile(rf"^\s*SIZE\s+{_DURATION}\s*(?:,\s*GRACE\s+PERIOD\s+{_DURATION}\s*)?$",
                            re.IGNORECASE),
     "HOPPING": re.compile(rf"^\s*SIZE\s+{_DURATION}\s*,\s*ADVANCE\s+BY\s+{_DURATION}\s*"
-                          rf"(?:,\s*GRACE\s+PERIOD\s+{_DURATION}\s*)?$", re.IGNORECASE)}
+                          rf"(?:,\s*GRACE\s+PERIOD\s+{_DURATION}\s*)?$", re.IGNORECASE),
+    "SESSION": re.compile(rf"^\s*{_DURATION}\s*(?:,\s*GRACE\s+PERIOD\s+{_DURATION}\s*)?$",
+                          re.IGNORECASE)}
 AGGREGATES = ("count", "count_star", "sum", "min", "max", "avg")
 _ARROW = {"BIGINT": pa.int64(), "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_(),
           "VARCHAR": pa.string()}
@@ -72,17 +79,23 @@ def _ms(n: str | None, unit: str | None) -> int | None:
 
 
 class Window:
-    """A WINDOW clause: ``kind`` TUMBLING or HOPPING, size, advance, grace (ms)."""
+    """A WINDOW clause: ``kind`` TUMBLING, HOPPING or SESSION, size (a
+    session's gap), advance, grace (ms)."""
 
     def __init__(self, kind: str, size_ms: int, advance_ms: int, grace_ms: int):
         self.kind, self.size_ms, self.advance_ms, self.grace_ms = \
             kind, size_ms, advance_ms, grace_ms
 
     def time_windows(self):
-        from kafkalite.streams import TimeWindows
+        from kafkalite.streams import SessionWindows, TimeWindows
+        if self.kind == "SESSION":      # size: the inactivity gap
+            return SessionWindows(self.size_ms, self.grace_ms)
         return TimeWindows(self.size_ms, self.advance_ms, self.grace_ms)
 
     def __str__(self):
+        if self.kind == "SESSION":
+            return f"SESSION ({self.size_ms} MILLISECONDS, GRACE PERIOD {self.grace_ms} " \
+                "MILLISECONDS)"
         hop = f", ADVANCE BY {self.advance_ms} MILLISECONDS" if self.kind == "HOPPING" else ""
         return (f"{self.kind} (SIZE {self.size_ms} MILLISECONDS{hop}, GRACE PERIOD "
                 f"{self.grace_ms} MILLISECONDS)")
@@ -98,15 +111,13 @@ def cut_window(select: str) -> tuple[str, Window | None]:
         raise QueryError(f"one WINDOW clause per query, not {len(found)}", "syntax")
     m = found[0]
     kind, spec = m[1].upper(), m[2]
-    if kind == "SESSION":
-        raise QueryError("WINDOW SESSION is not supported in a persistent query yet "
-                         "(TUMBLING and HOPPING are)", "invalid")
     if kind not in _WINDOW_SPECS:
-        raise QueryError(f"unknown window type {m[1]} (TUMBLING or HOPPING)"
+        raise QueryError(f"unknown window type {m[1]} (TUMBLING, HOPPING or SESSION)"
                          f"{_position(select, m.start(1))}", "syntax")
     parsed = _WINDOW_SPECS[kind].match(spec)
     if parsed is None:
-        form = "SIZE <n> <unit>" + (", ADVANCE BY <n> <unit>" if kind == "HOPPING" else "")
+        form = "<n> <unit>" if kind == "SESSION" else \
+            "SIZE <n> <unit>" + (", ADVANCE BY <n> <unit>" if kind == "HOPPING" else "")
         raise QueryError(f"WINDOW {kind} takes ({form} [, GRACE PERIOD <n> <unit>]), not "
                          f"({' '.join(spec.split())}){_position(select, m.start())}", "syntax")
     g = parsed.groups()
@@ -355,6 +366,12 @@ class AggregatePlan:
             if where is not None:
                 direct = f"CASE WHEN coalesce(c0, false) THEN {direct} END"
             self.direct_sql = f"SELECT {direct} AS value FROM ({text}) AS t"
+        # COUNT(*)s alone, GROUP BY key, no WHERE: nothing to compute per
+        # record, so the Streams DSL's own columnar count (its store a long
+        # a key) takes the records as they come, without DuckDB
+        self.counts_only = self.direct_sql is not None and where is None and \
+            all(slot == (None, "count") for slot in self.slots) and \
+            (self.window is None or self.window.kind != "SESSION")
         # (the structure's names and types: no quote to escape)
         self.unpack_sql = f"SELECT json_transform(value, '{json.dumps(structure)}') AS value " \
             f"FROM packed" if structure else None
@@ -389,53 +406,115 @@ class AggregatePlan:
         and that batch is written by ``_values_per_row``."""
         t = self.key_type
         key = "json(decode(key))" if _number(t) or pa.types.is_boolean(t) else "decode(key)"
-        size = self.window.size_ms if self.window is not None else 0
         fields = {}
         for name, (kind, detail) in zip(self.names, self.columns):
             fields.setdefault(name, key if kind == "key" else
-                              (f"ws + {size}" if detail == "windowend" else "ws")
+                              ("we" if detail == "windowend" else "ws")
                               if kind == "window" else
                               f"a{detail[0]} / NULLIF(a{detail[1]}, 0)" if kind == "avg" else
                               f"a{detail}")
         if self.window is not None:
             fields.setdefault("WINDOWSTART", "ws")
-            fields.setdefault("WINDOWEND", f"ws + {size}")
+            fields.setdefault("WINDOWEND", "we")
         members = ", ".join('"{}" := {}'.format(n.replace('"', '""'), e)
                             for n, e in fields.items())
         return f"SELECT to_json(struct_pack({members})) AS value FROM updates"
 
+    def _count_fields(self) -> list[tuple[str, str]]:
+        """counts_only's output columns in order: (JSON name and colon,
+        "key" | "count" | "windowstart" | "windowend"), a name once (the
+        first column of that name, as _values_sql's setdefault)."""
+        fields = {}
+        for name, (kind, detail) in zip(self.names, self.columns):
+            fields.setdefault(name, kind if kind in ("key", "count") else detail)
+        if self.window is not None:
+            fields.setdefault("WINDOWSTART", "windowstart")
+            fields.setdefault("WINDOWEND", "windowend")
+        return [(json.dumps(n) + ":", what) for n, what in fields.items()]
+
+    def _count_values(self, batch: pa.RecordBatch) -> pa.Array | None:
+        """counts_only's JSON values joined a column at a time in Arrow
+        (the key's text between quotes, the counts as text, the text that
+        depends on the window start made once per distinct start), cheaper
+        than a DuckDB call a batch; None for a key that is not UTF-8 or
+        would need a JSON escape (DuckDB's path writes those)."""
+        keys = batch.column("key")
+        data = keys.buffers()[2]
+        if data is not None and _needs_escape(np.frombuffer(data, np.uint8)):
+            return None
+        try:
+            keys = keys.cast(pa.string())
+        except pa.ArrowInvalid:
+            return None
+        count = batch.column("value").cast(pa.string())
+        starts = batch.column("window_start") if self.window is not None else None
+        parts, run = [], ["{"]
+        for i, (name, what) in enumerate(self._count_fields()):
+            run.append(("," if i else "") + name)
+            if what in ("windowstart", "windowend"):
+                run.append(what)
+                continue
+            if what == "key":
+                run.append('"')
+            parts += [self._text(run, starts), keys if what == "key" else count]
+            run = ['"' if what == "key" else ""]
+        parts.append(self._text(run + ["}"], starts))
+        return pc.binary_join_element_wise(*parts, "")
+
+    def _text(self, run: list[str], starts: pa.Array | None):
+        """Literal text and window bounds (``run``) as one scalar, or, with
+        bounds in it, one text per record made once per distinct start (a
+        batch's records fall in few windows)."""
+        if "windowstart" not in run and "windowend" not in run:
+            return pa.scalar("".join(run))
+        distinct = pc.unique(starts)
+        size = self.window.size_ms
+        texts = pa.array(["".join(str(ws) if p == "windowstart" else str(ws + size)
+                                  if p == "windowend" else p for p in run)
+                          for ws in distinct.to_pylist()], pa.string())
+        return texts.take(pc.index_in(starts, distinct))
+
     def values(self, batch: pa.RecordBatch) -> pa.Array:
         """The output records' JSON values (per update, not per input
-        record), made by DuckDB: a batch of updates is one call."""
-        state = batch.column("value")
+        record), made by DuckDB: a batch of updates is one call
+        (counts_only's, when its keys allow, in Arrow alone)."""
+        if self.counts_only:
+            made = self._count_values(batch)
+            if made is not None:
+                return made
         columns = {"key": batch.column("key")}
-        columns.update((f"a{i}", state.field(f"a{i}")) for i in range(len(self.slots)))
+        columns.update(zip((f"a{i}" for i in range(len(self.slots))), self._slots(batch)))
         if self.window is not None:
-            columns["ws"] = batch.column("window_start")
+            columns["ws"], columns["we"] = _bounds(batch)
         self._con.register("updates", pa.table(columns))
         try:
-            return self._con.sql(self.values_sql).to_arrow_table().column("value") \
+            made = self._con.sql(self.values_sql).to_arrow_table().column("value") \
                 .combine_chunks().cast(pa.string())
         except duckdb.Error:
             return self._values_per_row(batch)
         finally:
             self._con.unregister("updates")
+        state = batch.column("value")
+        # a session merged into a longer one: its tombstone (a null value)
+        return pc.if_else(pc.is_valid(state), made, None) if state.null_count else made
 
     def _values_per_row(self, batch: pa.RecordBatch) -> pa.Array:
         """``values`` in Python: keys that are not UTF-8 text (\\x escapes)."""
-        state = batch.column("value")
-        slots = [state.field(f"a{i}").to_pylist() for i in range(len(self.slots))]
+        slots = [slot.to_pylist() for slot in self._slots(batch)]
         keys = [self._key_value(k) for k in batch.column("key").to_pylist()]
         windowed = self.window is not None
-        starts = batch.column("window_start").to_pylist() if windowed else None
-        rows = []
+        starts, ends = (b.to_pylist() for b in _bounds(batch)) if windowed else (None, None)
+        rows, live = [], batch.column("value").is_valid().to_pylist()
         for r, key in enumerate(keys):
+            if not live[r]:
+                rows.append(None)
+                continue
             row = {}
             for name, (kind, detail) in zip(self.names, self.columns):
                 if kind == "key":
                     row[name] = key
                 elif kind == "window":
-                    row[name] = starts[r] + (self.window.size_ms if detail == "windowend" else 0)
+                    row[name] = ends[r] if detail == "windowend" else starts[r]
                 elif kind == "avg":
                     total, count = slots[detail[0]][r], slots[detail[1]][r]
                     row[name] = total / count if count else None
@@ -443,9 +522,18 @@ class AggregatePlan:
                     row[name] = slots[detail][r]
             if windowed:
                 row.setdefault("WINDOWSTART", starts[r])
-                row.setdefault("WINDOWEND", starts[r] + self.window.size_ms)
-            rows.append(json.dumps(row, separators=(",", ":")))
-        return pa.array(rows, pa.string())
+                row.setdefault("WINDOWEND", ends[r])
+            rows.append(row)
+        return pa.array([r if r is None else json.dumps(r, separators=(",", ":")) for r in rows],
+                        pa.string())
+
+    def _slots(self, batch: pa.RecordBatch) -> list[pa.Array]:
+        """Each slot's aggregates in a batch of updates: a field of the
+        struct, or (counts_only: the DSL's count, one long) the count."""
+        state = batch.column("value")
+        if self.counts_only:
+            return [state] * len(self.slots)
+        return [state.field(f"a{i}") for i in range(len(self.slots))]
 
     def _key_value(self, key: bytes):
         """The group key as the SELECT typed it (a number, a boolean, text)."""
@@ -459,12 +547,17 @@ class AggregatePlan:
 
     def topology(self, output: str):
         """input -> key and arguments (DuckDB) -> repartition by key ->
-        unpack (DuckDB) -> [window] -> aggregate_columns -> values -> output."""
+        unpack (DuckDB) -> [window] -> aggregate_columns -> values -> output;
+        GROUP BY key: no repartition; COUNT(*)s alone as well: the DSL's count."""
         from kafkalite.streams import (Consumed, Grouped, Materialized, Produced, Repartitioned,
                                        Serdes, StreamsBuilder, columnar)
         builder = StreamsBuilder()
         source = builder.stream(self.input, Consumed.with_(Serdes.bytes(), Serdes.bytes()))
-        if self.direct_sql is not None:
+        if self.counts_only:
+            # SQL's COUNT(*) counts a record of null value too; the DSL's
+            # count takes none (as Kafka Streams'): an empty value stands for it
+            source = source.map_values(columnar(_present))
+        elif self.direct_sql is not None:
             source = source.map_values(columnar(lambda batch: self.direct(batch)))
         else:
             source = (source.map(columnar(lambda batch: self.grouping(batch)))
@@ -474,16 +567,77 @@ class AggregatePlan:
         grouped = source.group_by_key(Grouped.with_(Serdes.bytes(), None))
         if self.window is not None:
             grouped = grouped.windowed_by(self.window.time_windows())
-        (grouped.aggregate_columns(self.slots, Materialized.as_("aggregate").with_value_serde(
-            Serdes.struct(self.state_type)))
-         .to_stream().map_values(columnar(lambda batch: self.values(batch)))
+        if self.counts_only:
+            table = grouped.count(Materialized.as_("aggregate").with_value_serde(Serdes.long()))
+        elif self.window is not None and self.window.kind == "SESSION":
+            # sessions merge record by record (the Streams runtime's session
+            # aggregation): the aggregates folded in Python, a dict a session
+            fold = _Fold(self.slots)
+            table = grouped.aggregate(fold.initial, fold.add, fold.merge, Materialized.as_(
+                "aggregate").with_value_serde(Serdes.struct(self.state_type)))
+        else:
+            table = grouped.aggregate_columns(self.slots, Materialized.as_(
+                "aggregate").with_value_serde(Serdes.struct(self.state_type)))
+        (table.to_stream().map_values(columnar(lambda batch: self.values(batch)))
          .to(output, Produced.with_(Serdes.bytes(), Serdes.string())))
         return builder.build()
 
     def explain(self) -> list[tuple[str, str]]:
         """EXPLAIN's steps between the source and the sink."""
-        return [("group by", self.grouping_sql if self.direct_sql is None else
-                 f"the record key (no repartition): {self.direct_sql}"),
+        group = "the record key (no repartition, no SQL per record)" if self.counts_only else \
+            f"the record key (no repartition): {self.direct_sql}" if self.direct_sql else \
+            self.grouping_sql
+        aggregate = "count(*) (the Streams DSL's count)" if self.counts_only else \
+            ", ".join(f"{op}({f or '*'})" for f, op in self.slots)
+        return [("group by", group),
                 ("window", str(self.window) if self.window else "(none: one row per key)"),
-                ("aggregate", ", ".join(f"{op}({f or '*'})" for f, op in self.slots)),
+                ("aggregate", aggregate),
                 ("columns", ", ".join(self.names))]
+
+
+class _Fold:
+    """The aggregates of a session, record by record: {"a0": ..} with one
+    per (field, op) slot, as aggregate_columns keeps them (count: of the
+    records, or of a field's non-null values; sum, min, max: of the
+    non-null values, null while there is none)."""
+
+    _COMBINE = {"count": lambda a, b: a + b, "sum": lambda a, b: a + b, "min": min, "max": max}
+
+    def __init__(self, slots):
+        self.slots = [(f"a{i}", field, op) for i, (field, op) in enumerate(slots)]
+
+    def initial(self) -> dict:
+        return {name: 0 if op == "count" else None for name, _, op in self.slots}
+
+    def add(self, key, value, aggregate: dict) -> dict:
+        out = dict(aggregate)
+        for name, field, op in self.slots:
+            x = 1 if field is None else value[field]
+            if x is not None:
+                out[name] = (out[name] + 1 if op == "count" else x if out[name] is None
+                             else self._COMBINE[op](out[name], x))
+        return out
+
+    def merge(self, key, a: dict, b: dict) -> dict:
+        return {name: a[name] if b[name] is None else b[name] if a[name] is None
+                else self._COMBINE[op](a[name], b[name]) for name, _, op in self.slots}
+
+
+def _bounds(batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array]:
+    """A windowed update's WINDOWSTART and WINDOWEND: its time window's or
+    (WINDOW SESSION) its session's first and last record times."""
+    if "session_start" in batch.schema.names:
+        return batch.column("session_start"), batch.column("session_end")
+    return batch.column("window_start"), batch.column("window_end")
+
+
+def _needs_escape(data: np.ndarray) -> bool:
+    """Whether key bytes hold a quote, a backslash or a control character
+    (bytes past a sliced array's end may count: then DuckDB's path)."""
+    return bool(((data < 0x20) | (data == 0x22) | (data == 0x5C)).any())
+
+
+def _present(batch: pa.RecordBatch) -> pa.Array:
+    """The values with a null one made empty (counts_only's input)."""
+    value = batch.column("value")
+    return value.fill_null(b"") if value.null_count else value

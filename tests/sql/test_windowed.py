@@ -170,8 +170,9 @@ def test_the_latest_value_of_each_window_is_the_model(server, session, topic_nam
      "[, GRACE PERIOD <n> <unit>]), not (SIZE 1 FORTNIGHT) at line 1, column "),
     ('CREATE TABLE o AS SELECT key, SUM(decode(value)) FROM "{t}" GROUP BY key', "invalid",
      "CREATE TABLE o: No function matches the given name and argument types 'sum(VARCHAR)'"),
-    ('CREATE TABLE o AS SELECT key, COUNT(*) FROM "{t}" WINDOW SESSION (5 SECONDS) '
-     'GROUP BY key', "invalid", "WINDOW SESSION is not supported in a persistent query yet"),
+    ('CREATE TABLE o AS SELECT key, COUNT(*) FROM "{t}" WINDOW SESSION (SIZE 5 SECONDS) '
+     'GROUP BY key', "syntax", "CREATE TABLE o: WINDOW SESSION takes (<n> <unit> [, GRACE "
+     "PERIOD <n> <unit>]), not (SIZE 5 SECONDS) at line 1, column "),
     ('CREATE TABLE o AS SELECT key, decode(value), COUNT(*) FROM "{t}" GROUP BY key',
      "invalid", "CREATE TABLE o: column \"value\" must appear in the GROUP BY clause"),
 ], ids=["window-without-group-by", "unknown-function", "unsupported-aggregate", "window-unit",
@@ -204,18 +205,146 @@ def test_a_key_that_is_not_text_is_written_with_escapes():
         {"k": "\\xffa", "n": 1, "WINDOWSTART": 1000, "WINDOWEND": 2000}]
 
 
+def test_a_count_per_record_key_is_the_streams_dsl_count_and_the_model():
+    """COUNT(*)s alone, GROUP BY key, no WHERE: EXPLAIN names the DSL's
+    count (no SQL per record), and the latest value of each hopping window
+    is the model's, a record of null value counted as SQL counts it (the
+    DSL's count alone would drop it; the Streams test driver, no server)."""
+    from kafkalite.sql.windowed import AggregatePlan
+    from kafkalite.streams import Serdes, TopologyTestDriver
+    plan = AggregatePlan("SELECT key AS k, COUNT(*) AS n, COUNT(*) AS m FROM t WINDOW HOPPING "
+                         "(SIZE 2 SECONDS, ADVANCE BY 1 SECOND) GROUP BY key", "t")
+    assert dict(plan.explain())["aggregate"] == "count(*) (the Streams DSL's count)"
+    rng = random.Random(76)
+    records = [(rng.choice([b"a", b"b", b"c"]), None if i % 5 == 0 else b"%d" % i,
+                i * 37 - (900 if i % 7 == 0 else 0)) for i in range(1, 300)]
+    want = defaultdict(int)
+    for key, _, ts in records:
+        for start in (ts // 1000 * 1000 - 1000, ts // 1000 * 1000):
+            if start >= 0:
+                want[(key.decode(), start)] += 1
+    with TopologyTestDriver(plan.topology("out"), {"application.id": "app"}) as d:
+        d.create_input_topic("t", Serdes.bytes(), Serdes.bytes()).pipe_record_list(records)
+        out = [json.loads(v) for _, v in d.create_output_topic(
+            "out", Serdes.bytes(), Serdes.string()).read_key_values_to_list()]
+    got = {}
+    for doc in out:
+        assert doc["n"] == doc["m"] and doc["WINDOWEND"] == doc["WINDOWSTART"] + 2000, doc
+        got[(doc["k"], doc["WINDOWSTART"])] = doc["n"]
+    assert got == dict(want)
+
+
+def session_model(records: list, gap: int) -> dict:
+    """(key, session start, session end) -> n, total, lo, hi of the
+    records whose x is not negative: a key's records sorted by time, a new
+    session where the next one is more than ``gap`` later."""
+    times = defaultdict(list)
+    for key, x, ts in records:
+        if x >= 0:
+            times[key].append((ts, x))
+    out = {}
+    for key, rows in times.items():
+        rows.sort()
+        sessions = [[rows[0]]]
+        for row in rows[1:]:
+            if row[0] - sessions[-1][-1][0] > gap:
+                sessions.append([])
+            sessions[-1].append(row)
+        for rs in sessions:
+            xs = [x for _, x in rs]
+            out[(key, rs[0][0], rs[-1][0])] = {"n": len(rs), "total": sum(xs), "lo": min(xs),
+                                               "hi": max(xs)}
+    return out
+
+
+def test_session_windows_end_as_the_model():
+    """WINDOW SESSION (gap): out of order records in several batches;
+    replaying the output (a merged-away session's tombstone deletes it)
+    leaves the model's sessions, each with its aggregates and WINDOWSTART /
+    WINDOWEND its first and last record times (the Streams test driver)."""
+    from kafkalite.sql.windowed import AggregatePlan
+    from kafkalite.streams import Serdes, TopologyTestDriver
+    plan = AggregatePlan("SELECT decode(key) AS k, COUNT(*) AS n, "
+                         "SUM(CAST(decode(value) AS BIGINT)) AS total, "
+                         "MIN(CAST(decode(value) AS BIGINT)) AS lo, "
+                         "MAX(CAST(decode(value) AS BIGINT)) AS hi FROM t "
+                         "WHERE CAST(decode(value) AS BIGINT) >= 0 "
+                         "WINDOW SESSION (300 MILLISECONDS) GROUP BY decode(key)", "t")
+    rng = random.Random(76)
+    records = [(rng.choice("abc"), rng.randrange(-20, 100), rng.randrange(0, 20_000))
+               for _ in range(400)]
+    with TopologyTestDriver(plan.topology("out"), {"application.id": "app"}) as d:
+        source = d.create_input_topic("t", Serdes.bytes(), Serdes.bytes())
+        for i in range(0, len(records), 50):
+            source.pipe_record_list([(k.encode(), str(x).encode(), ts)
+                                     for k, x, ts in records[i:i + 50]])
+        output = d.create_output_topic("out", Serdes.bytes(), Serdes.string()) \
+            .read_key_values_to_list()
+    assert replay_sessions(output) == session_model(records, 300)
+
+
+def replay_sessions(output: list) -> dict:
+    """(key, start, end) -> the latest value of each session not merged
+    away (its tombstone deletes it), the session-windowed key (key bytes,
+    end, start) checked against the value."""
+    live = {}
+    for key, value in output:
+        end, start = struct.unpack(">qq", key[-16:])
+        at = (key[:-16].decode(), start, end)
+        if value is None:
+            live.pop(at, None)
+            continue
+        doc = json.loads(value)
+        assert (doc["k"], doc["WINDOWSTART"], doc["WINDOWEND"]) == at, (key, doc)
+        live[at] = {f: doc[f] for f in ("n", "total", "lo", "hi")}
+    return live
+
+
+def test_a_session_query_on_the_server_ends_as_the_model(server, session, topic_name):
+    """CREATE TABLE ... WINDOW SESSION run by the query runner: its output,
+    read read_committed and replayed, is the model's sessions (records
+    before the query and while it runs)."""
+    source, out = topic_name, topic_name + "-out"
+    create(server, source, 2)
+    rng = random.Random(77)
+    base = (int(time.time() * 1000) - 600_000) // 1000 * 1000
+    records = [(rng.choice("abc"), rng.randrange(-20, 100), base + rng.randrange(0, 20_000))
+               for _ in range(300)]
+    produce(server, source, [(k, {"x": x}, ts) for k, x, ts in records[:150]])
+    x = "json_extract(decode(value), '$.x')::BIGINT"
+    query_id = session.query(
+        f'CREATE TABLE "{out}" AS SELECT decode(key) AS k, COUNT(*) AS n, SUM({x}) AS total, '
+        f'MIN({x}) AS lo, MAX({x}) AS hi FROM "{source}" WHERE {x} >= 0 '
+        f'WINDOW SESSION (300 MILLISECONDS) GROUP BY decode(key) EMIT CHANGES'
+    ).read_all().to_pylist()[0]["query_id"]
+    try:
+        running(session, query_id)
+        produce(server, source, [(k, {"x": x}, ts) for k, x, ts in records[150:]])
+        expected = session_model(records, 300)
+        got = wait_until(lambda: (lambda live: live if live == expected else None)(
+            replay_sessions(read_committed(server, out, 2))), 120,
+            "the output's sessions to equal the model")
+        assert got == expected
+    finally:
+        session.query(f"TERMINATE {query_id}").read_all()
+
+
 # ---- kill -9 of the runner (a server of the test's own) -----------------------------------------
 
-# GROUP BY key: the path without a repartition (the model test's takes one)
-KILL_STATEMENT = ("CREATE TABLE counts AS SELECT key AS customer, COUNT(*) AS n, "
-                  "SUM(json_extract(decode(value), '$.n')::BIGINT) AS total FROM numbers "
-                  "WINDOW TUMBLING (SIZE 1 SECOND) GROUP BY key EMIT CHANGES")
+# GROUP BY key: the path without a repartition (the model test's takes one);
+# COUNT(*) alone: the Streams DSL's count
+KILL_STATEMENTS = {
+    "count-and-sum": "CREATE TABLE counts AS SELECT key AS customer, COUNT(*) AS n, "
+                     "SUM(json_extract(decode(value), '$.n')::BIGINT) AS total FROM numbers "
+                     "WINDOW TUMBLING (SIZE 1 SECOND) GROUP BY key EMIT CHANGES",
+    "count": "CREATE TABLE counts AS SELECT key AS customer, COUNT(*) AS n FROM numbers "
+             "WINDOW TUMBLING (SIZE 1 SECOND) GROUP BY key EMIT CHANGES"}
 
 
 def check_counts(output: list, inputs: list) -> None:
     """Exactly once: per (key, window) the committed updates grow, and the
-    latest is the model's count and sum of n (a record lost or taken twice
-    changes both)."""
+    latest is the model's count and (when the query has it) sum of n (a
+    record lost or taken twice changes both)."""
     want = defaultdict(lambda: {"n": 0, "total": 0})
     for key, n, ts in inputs:
         w = want[(key, ts // 1000 * 1000)]
@@ -228,8 +357,9 @@ def check_counts(output: list, inputs: list) -> None:
     shrinking = [k for k, docs in seen.items()
                  if any(a["n"] >= b["n"] for a, b in zip(docs, docs[1:]))]
     assert not shrinking, f"updates that do not grow: {shrinking[:5]}"
-    got = {k: {"n": docs[-1]["n"], "total": docs[-1]["total"]} for k, docs in seen.items()}
-    wrong = {k: (got.get(k), w) for k, w in want.items() if got.get(k) != w}
+    got = {k: docs[-1] for k, docs in seen.items()}
+    wrong = {k: (got.get(k), w) for k, w in want.items() if got.get(k) is None or
+             any(got[k].get(f, w[f]) != w[f] for f in w)}
     assert not wrong, f"{len(wrong)} windows unlike the model (got, want): " \
                       f"{list(wrong.items())[:3]}"
     extra = sorted(set(got) - set(want))
@@ -243,12 +373,13 @@ def produce_numbered(server, start: int, count: int, base_ms: int) -> list:
     return [(k, v["n"], ts) for k, v, ts in records]
 
 
-def test_kill_9_of_the_runner_loses_and_doubles_nothing(own_server):
+@pytest.mark.parametrize("statement", list(KILL_STATEMENTS.values()), ids=list(KILL_STATEMENTS))
+def test_kill_9_of_the_runner_loses_and_doubles_nothing(own_server, statement):
     create(own_server, "numbers", 2)
     base = int(time.time() * 1000) // 1000 * 1000
     session = Session(own_server.config(), timeout=30)
     try:
-        query_id = session.query(KILL_STATEMENT).read_all().to_pylist()[0]["query_id"]
+        query_id = session.query(statement).read_all().to_pylist()[0]["query_id"]
         running(session, query_id)
     finally:
         session.close()
