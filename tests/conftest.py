@@ -70,6 +70,13 @@ def pytest_cmdline_main(config):
         config.option.numprocesses = 2 if (os.cpu_count() or 1) >= 2 else 0
 
 
+def pytest_configure(config):
+    # the CPU seconds of each test file, when asked (tests/cpu_report.py)
+    if os.environ.get("KAFKALITE_TEST_CPU"):
+        from cpu_report import CpuReport
+        config.pluginmanager.register(CpuReport(os.environ["KAFKALITE_TEST_CPU"]), "cpu_report")
+
+
 def pytest_unconfigure(config):
     if _PYCACHE is not None and not hasattr(config, "workerinput"):
         shutil.rmtree(_PYCACHE, ignore_errors=True)
