@@ -69,8 +69,8 @@ def warm(config, roots: list[Path]) -> int:
                 continue
             try:
                 source_stat, co = rewrite._rewrite_test(fn, config)
-            except SyntaxError:
-                continue        # the worker's own import says so
+            except (SyntaxError, ValueError):
+                continue        # the worker's own import of it says what is wrong
             if rewrite.try_makedirs(pyc.parent):
                 rewrite._write_pyc(state, co, source_stat, pyc)
                 done += 1
