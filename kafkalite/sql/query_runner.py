@@ -4,7 +4,7 @@ recorded in QUERIES_TOPIC, one Streams application each.
 Two halves:
 
 - ``RunnerKeeper``, in the supervisor: once QUERIES_TOPIC exists (the
-  first CREATE STREAM makes it; after a restart it is there at once)
+  first CREATE STREAM or CREATE TABLE makes it; after a restart it is there at once)
   spawns the runner process (``python -m kafkalite.sql.query_runner``),
   spawns it again when it dies (a kill -9 included) after
   RESTART_DELAY_S, and stops it with the server (SIGTERM, then SIGKILL
