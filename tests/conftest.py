@@ -25,34 +25,22 @@ Tiers (markers, see pyproject.toml):
 import hashlib
 import os
 import random
-import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 
 import pytest
 
+import bytecode
 from harness import ServerProcess
 
-# Bytecode: with PYTHONDONTWRITEBYTECODE (which some environments set) every
-# process the suite starts (servers and their workers, CLI commands, client
-# processes, the xdist workers' rewritten test modules) compiles its modules
-# from source each time: minutes of CPU over a run on a small machine. The
-# run gets a bytecode cache of its own instead, outside the tree (as
-# benchmarks/bench_startup.py does), removed at the end; a PYTHONPYCACHEPREFIX
-# already set is kept. Here at import, in the controlling process: xdist's
-# workers and every child inherit the environment.
+# Bytecode written and read beside the sources by every process of the
+# run, PYTHONDONTWRITEBYTECODE or not (tests/bytecode.py says why). Here at
+# import, in the controlling process: xdist's workers and every child
+# inherit the environment.
+bytecode.write_beside_sources()
 # A run's own turn of harness.free_port's port slices (see there), for the
 # xdist workers and every child to inherit.
 os.environ.setdefault("KAFKALITE_TEST_PORT_OFFSET", str(random.randrange(8)))
-
-_PYCACHE = None
-if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
-    _PYCACHE = tempfile.mkdtemp(prefix="kafkalite-test-pycache-")
-    del os.environ["PYTHONDONTWRITEBYTECODE"]
-    os.environ["PYTHONPYCACHEPREFIX"] = _PYCACHE
-    sys.dont_write_bytecode, sys.pycache_prefix = False, _PYCACHE    # -n 0: this process too
 
 
 @pytest.hookimpl(tryfirst=True)     # before xdist's, which starts the workers
@@ -70,9 +58,16 @@ def pytest_cmdline_main(config):
         config.option.numprocesses = 2 if (os.cpu_count() or 1) >= 2 else 0
 
 
-def pytest_unconfigure(config):
-    if _PYCACHE is not None and not hasattr(config, "workerinput"):
-        shutil.rmtree(_PYCACHE, ignore_errors=True)
+def pytest_configure(config):
+    # the checkout compiled once, before xdist's workers start (its
+    # DSession starts them at sessionstart) and collect it all each
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", 0) and \
+            config.getoption("dist", "no") != "no":
+        bytecode.warm(config, [config.rootpath / "kafkalite", config.rootpath / "tests"])
+    # the CPU seconds of each test file, when asked (tests/cpu_report.py)
+    if os.environ.get("KAFKALITE_TEST_CPU"):
+        from cpu_report import CpuReport
+        config.pluginmanager.register(CpuReport(os.environ["KAFKALITE_TEST_CPU"]), "cpu_report")
 
 
 def pytest_sessionfinish(session):

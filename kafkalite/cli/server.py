@@ -176,7 +176,8 @@ def _query_app(bootstrap: str, registry, owner_key_file: str | None = None, node
     client, pyarrow) at its first request; its clients connect with the
     owner's key pair when security is on. With it, the node's runner of
     persistent queries (kafkalite/sql/query_runner.py: a process of its
-    own, kept alive by a thread here, stopped with the app)."""
+    own from the first CREATE STREAM on, kept alive by a thread here,
+    stopped with the app)."""
     import threading
     from kafkalite.sql.query_runner import RunnerKeeper
     keeper = RunnerKeeper(bootstrap, node_id, owner_key_file)

@@ -3,13 +3,18 @@ recorded in QUERIES_TOPIC, one Streams application each.
 
 Two halves:
 
-- ``RunnerKeeper``, in the supervisor: spawns the runner process
-  (``python -m kafkalite.sql.query_runner``), spawns it again when it
-  dies (a kill -9 included) after RESTART_DELAY_S, and stops it with the
-  server (SIGTERM, then SIGKILL after STOP_TIMEOUT_S). The runner is a
-  process of its own so that DuckDB, pyarrow and the Streams runtime
-  stay out of the supervisor, and so that a query that wedges or
-  crashes takes no broker with it.
+- ``RunnerKeeper``, in the supervisor: once QUERIES_TOPIC exists (the
+  first CREATE STREAM or CREATE TABLE makes it; after a restart it is there at once)
+  spawns the runner process (``python -m kafkalite.sql.query_runner``),
+  spawns it again when it dies (a kill -9 included) after
+  RESTART_DELAY_S, and stops it with the server (SIGTERM, then SIGKILL
+  after STOP_TIMEOUT_S). Until then it looks for the topic every
+  IDLE_POLL_S with an admin client on its own thread: a server that
+  never runs a persistent query (most of them) starts no runner, a
+  process and some 32 MB saved. The runner is a process of its own so
+  that DuckDB, pyarrow and the Streams runtime stay out of the
+  supervisor, and so that a query that wedges or crashes takes no broker
+  with it.
 - ``Runner``, the process: follows QUERIES_TOPIC from its start
   (read_committed), starts a KafkaStreams per live query (application.id
   ``_kafkalite-query-<ID>-<created ms>``, exactly_once_v2) and closes it when the
@@ -62,23 +67,56 @@ RETRY_S, MAX_RETRY_S = 2.0, 60.0        # a failed query's backoff before it sta
 STOP_TIMEOUT_S = 10.0       # the keeper's wait before SIGKILL
 STOP_GRACE_S = 2.0          # the runner's own, for a clean close (main())
 POLL_S = 0.5
-IDLE_POLL_S = 2.0       # how often an idle runner looks for QUERIES_TOPIC
+IDLE_POLL_S = 2.0       # how often the keeper looks for QUERIES_TOPIC before its runner
+
+
+def client_config(bootstrap: str, key_file: str | None) -> dict:
+    """The node's owner's client config, the keeper's and its runner's."""
+    from kafkalite.client.config import owner_config
+    return {"bootstrap.servers": bootstrap, **owner_config({"owner.key_file": key_file})}
+
+
+def wait_for_queries_topic(config: dict, stop: threading.Event, alive=lambda: True) -> bool:
+    """Until QUERIES_TOPIC exists, with the client only (DuckDB, pyarrow
+    and the Streams runtime, some 5 s of CPU and 100 MB, are imported by
+    a runner that has queries to run). False: ``stop`` was set, or
+    ``alive()`` turned false, first."""
+    from kafkalite.client import AdminClient
+    from kafkalite.sql.queries_topic import QUERIES_TOPIC
+    admin = AdminClient(config)
+    try:
+        while not stop.is_set() and alive():
+            try:
+                if QUERIES_TOPIC in admin.list_topics(timeout=IDLE_POLL_S).topics:
+                    return True
+            except Exception as exc:      # noqa: BLE001 -- the node is starting or stopping
+                log.debug("no topic list yet: %s", exc)
+            stop.wait(IDLE_POLL_S)
+        return False
+    finally:
+        admin.close()
 
 
 class RunnerKeeper:
-    """Keeps one runner process alive until ``close`` (any thread)."""
+    """Keeps one runner process alive until ``close`` (any thread), from
+    when QUERIES_TOPIC exists."""
 
     def __init__(self, bootstrap: str, node_id: int, key_file: str | None = None):
         self.argv = [sys.executable, "-m", "kafkalite.sql.query_runner", "--bootstrap-servers",
                      bootstrap, "--node-id", str(node_id), "--parent-pid", str(os.getpid())]
         if key_file:
             self.argv += ["--key-file", key_file]
+        self.config = client_config(bootstrap, key_file)
         self.proc: subprocess.Popen | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._keep, name="query-runner-keeper",
+        self._thread = threading.Thread(target=self._run, name="query-runner-keeper",
                                         daemon=True)
         self._thread.start()
+
+    def _run(self) -> None:
+        if wait_for_queries_topic(self.config, self._stop):
+            self._keep()
 
     def _keep(self) -> None:
         while not self._stop.is_set():
@@ -126,29 +164,11 @@ class Runner:
         self._producer = None
 
     def run(self) -> int:
-        if self._wait_for_queries():
+        # the keeper saw the topic; this looks again (it is deleted, or
+        # the node is still starting after a restart) before following it
+        if wait_for_queries_topic(self.client_config, self.stop, self._parent_alive):
             self._follow()
         return 0
-
-    def _wait_for_queries(self) -> bool:
-        """Until QUERIES_TOPIC exists (the first CREATE STREAM makes it),
-        with the client only: DuckDB, pyarrow and the Streams runtime
-        (some 5 s of CPU, 100 MB) are imported by a node that has queries,
-        not by every server started. False: told to stop first."""
-        from kafkalite.client import AdminClient
-        from kafkalite.sql.queries_topic import QUERIES_TOPIC
-        admin = AdminClient(self.client_config)
-        try:
-            while not self.stop.is_set() and self._parent_alive():
-                try:
-                    if QUERIES_TOPIC in admin.list_topics(timeout=IDLE_POLL_S).topics:
-                        return True
-                except Exception as exc:      # noqa: BLE001 -- the node is starting or stopping
-                    log.debug("no topic list yet: %s", exc)
-                self.stop.wait(IDLE_POLL_S)
-            return False
-        finally:
-            admin.close()
 
     def _follow(self) -> None:
         from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -280,10 +300,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from kafkalite.client.config import owner_config
-    config = {"bootstrap.servers": args.bootstrap_servers,
-              **owner_config({"owner.key_file": args.key_file})}
-    runner = Runner(config, args.node_id, args.parent_pid)
+    runner = Runner(client_config(args.bootstrap_servers, args.key_file), args.node_id,
+                    args.parent_pid)
 
     def stop(*_) -> None:
         if not runner.state_dir:

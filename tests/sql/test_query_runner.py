@@ -99,6 +99,22 @@ def runner_pid(server) -> int:
     return wait_until(lambda: child_pids(server.proc.pid, RUNNER), 30, "the runner")[0]
 
 
+def test_a_server_starts_its_runner_at_the_first_create_stream_only(own_server):
+    # the runner's process and its 32 MB come with the first persistent
+    # query (its topic), not with every server that serves /query
+    create(own_server, "numbers", PARTITIONS)
+    session = Session(own_server.config(), timeout=30)
+    try:
+        assert session.query("SHOW QUERIES").read_all().num_rows == 0
+        assert session.query("SELECT count(*) AS n FROM numbers").read_all().to_pylist() == \
+            [{"n": 0}]
+    finally:
+        session.close()
+    assert child_pids(own_server.proc.pid, RUNNER) == [], "a runner before any CREATE STREAM"
+    create_query(own_server)
+    assert len(child_pids(own_server.proc.pid, RUNNER)) == 1
+
+
 def test_a_restarted_server_resumes_the_query(own_server):
     create(own_server, "numbers", PARTITIONS)
     inputs = produce(own_server, 0, 300)
