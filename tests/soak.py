@@ -50,6 +50,9 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
     "KAFKALITE_ORDER_ROUNDS": (1, 20,
                                "cut/heal rounds under a plain acks=1 writer "
                                "(tests/server/test_cluster_partition_order.py)"),
+    "KAFKALITE_INGEST_BACKLOG_RECORDS": (50_000, 1_000_000,
+                                         "records of one burst through the ingest gateway "
+                                         "(tests/client/test_ingest_backlog.py)"),
     "KAFKALITE_KILL_READ_ROUNDS": (1, 30,
                                    "kill -9 during acks=all writes over 16 KB segments, then a "
                                    "read_uncommitted read back (tests/server/test_kill_reads.py)"),
