@@ -16,12 +16,14 @@ import threading
 import time
 
 import confluent_kafka as ck
+import pytest
 import zmq
 
 from harness import create
 from soak import setting
 
 
+@pytest.mark.slow
 def test_every_good_record_of_a_burst_becomes_readable(server, topic_name):
     records = setting("KAFKALITE_INGEST_BACKLOG_RECORDS")
     create(server, topic_name, 1)

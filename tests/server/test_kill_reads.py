@@ -142,6 +142,7 @@ def check_read_back(srv: ServerProcess, acked: dict[int, bytes], who: str) -> No
             f"end offset {end}, acknowledged up to {max(acked)}, segments at {segments}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("victim", ["worker", "server"])
 def test_acknowledged_records_read_back_after_a_kill(tmp_path, victim):
     for round_ in range(setting("KAFKALITE_KILL_READ_ROUNDS")):
