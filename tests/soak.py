@@ -50,6 +50,12 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
     "KAFKALITE_ORDER_ROUNDS": (1, 20,
                                "cut/heal rounds under a plain acks=1 writer "
                                "(tests/server/test_cluster_partition_order.py)"),
+    "KAFKALITE_INGEST_BACKLOG_RECORDS": (50_000, 1_000_000,
+                                         "records of one burst through the ingest gateway "
+                                         "(tests/client/test_ingest_backlog.py)"),
+    "KAFKALITE_KILL_READ_ROUNDS": (1, 30,
+                                   "kill -9 during acks=all writes over 16 KB segments, then a "
+                                   "read_uncommitted read back (tests/server/test_kill_reads.py)"),
     "KAFKALITE_RESTART_ROUNDS": (5, 200,
                                  "faults of the restart matrix (tests/compat/test_restart_matrix.py)"),
     "KAFKALITE_TXN_SUPERVISOR_KILLS": (3, 50,
