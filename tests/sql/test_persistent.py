@@ -58,10 +58,10 @@ def produce_random(server, topic: str, rng: random.Random, count: int, start: in
     return delivered
 
 
-def read_committed(server, topic: str, partitions: int) -> list:
-    """(key, value) of every record of ``topic``, read read_committed to the
-    last stable offset of each partition."""
-    c = Consumer(server.config(**{"isolation.level": "read_committed"}))
+def read_committed(server, topic: str, partitions: int, isolation="read_committed") -> list:
+    """(key, value) of every record of ``topic``, read read_committed (or
+    ``isolation``) to the last stable offset (the end) of each partition."""
+    c = Consumer(server.config(**{"isolation.level": isolation}))
     try:
         ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
                 for p in range(partitions)}

@@ -25,8 +25,9 @@ from collections import defaultdict
 import pytest
 
 from harness import child_pids, create, wait_until
-from kafkalite.client import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from kafkalite.client import Producer
 from kafkalite.sql import QueryError, Session
+from test_persistent import read_committed
 
 COLORS = ("red", "green", "blue")
 X = "json_extract(decode(value), '$.x')::BIGINT"
@@ -80,22 +81,6 @@ def model(records: list, size: int, advance: int) -> dict:
             "mean": sum(xs) / len(xs) if xs else None, "WINDOWSTART": start,
             "WINDOWEND": start + size}
     return out
-
-
-def read_committed(server, topic: str, partitions: int, isolation="read_committed") -> list:
-    """(key, value) of every record of ``topic`` in each partition's order."""
-    c = Consumer(server.config(**{"isolation.level": isolation}))
-    try:
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), 10)[1]
-                for p in range(partitions)}
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends if ends[p]])
-        out = []
-        while any(c.position([TopicPartition(topic, p)])[0].offset < end
-                  for p, end in ends.items() if end):
-            out += [(m.key(), m.value()) for m in c.consume(10_000, 0.5)]
-        return out
-    finally:
-        c.close()
 
 
 def latest(output: list) -> dict:
