@@ -636,7 +636,7 @@ def test_cdc_worker_killed_mid_snapshot_snapshots_again_and_misses_nothing(serve
     slot and snapshots again; the table rebuilt from the topic equals the
     table (rows sent twice are the same rows), and changes made between the
     kill and the restart arrive."""
-    rows = 20_000
+    rows = 100_000     # the C snapshot read 20,000 rows before the kill landed, quiet
     table, slot, prefix = unique("ksnap"), unique("kss"), unique("pks")
     pg(pglogical, f"CREATE TABLE {table} (id INT PRIMARY KEY, v INT)")
     pg(pglogical, f"INSERT INTO {table} SELECT i, i FROM generate_series(1, {rows}) i")

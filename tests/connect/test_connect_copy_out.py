@@ -7,7 +7,9 @@ backslashes and a literal ``\\N``, unicode, bytea, arrays, json), read a
 few rows at a time; a line of the wrong number of columns refused."""
 from __future__ import annotations
 
+import os
 import random
+import resource
 
 import psycopg
 import pytest
@@ -43,6 +45,36 @@ def test_copy_rows_are_the_results_texts(postgres):
     assert len(got) == len(want) == 202
     bad = [(i, a, b) for i, (a, b) in enumerate(zip(got, want)) if a != b]
     assert not bad, f"seed {seed}: {bad[:3]}"
+
+
+def test_copy_reads_over_a_descriptor_past_select_s_limit(postgres):
+    """A worker holding many files and connections gets descriptors past
+    1,023, where select(2) raises (ValueError: filedescriptor out of range;
+    seen in CI beside other tests): the COPY waits for rows by poll(2)."""
+    from kafkalite.connect.connectors.copy_out import CopyOut
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1100:
+        pytest.skip(f"the descriptor limit ({hard}) is below select's")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1100), hard))
+    filler = []
+    try:
+        while not filler or filler[-1] < 1030:
+            filler.append(os.open(os.devnull, os.O_RDONLY))
+        with psycopg.connect(postgres) as c:
+            assert c.pgconn.socket > 1023
+            c.execute("SELECT pg_sleep(0)")
+            # 300 kB made over ~0.3 s: the server sends it as its 8 kB
+            # buffer fills, and the reader waits between
+            rows = CopyOut(c, b"COPY (SELECT g, repeat('x', 1000), pg_sleep(0.001) "
+                              b"FROM generate_series(1, 300) g) TO STDOUT", 3)
+            got = []
+            while (batch := rows.read(20)) is not None:
+                got += batch
+        assert got == [[str(i).encode(), b"x" * 1000, b""] for i in range(1, 301)]
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_a_row_of_the_wrong_width_is_refused():

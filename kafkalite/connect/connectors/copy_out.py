@@ -14,10 +14,22 @@ it until the rows end (``read`` returns None) or it is closed.
 """
 from __future__ import annotations
 
+import math
 import select
 
 from kafkalite._ext.copy_text import copy_text_rows
 from kafkalite.connect.errors import ConnectException
+
+
+def wait_readable(fd: int, timeout_s: float | None = None) -> None:
+    """Until libpq's socket ``fd`` has input (or ``timeout_s`` passed), by
+    poll(2): select(2) refuses a descriptor past 1,023 (FD_SETSIZE), which a
+    worker holding many connections and files reaches (ValueError:
+    filedescriptor out of range). Also the replication stream's wait."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    # rounded up: a wait of under a millisecond must not be a busy loop
+    poller.poll(None if timeout_s is None else max(0, math.ceil(timeout_s * 1000)))
 
 
 class CopyOut:
@@ -51,7 +63,7 @@ class CopyOut:
             if n == 0:
                 if lines:
                     break
-                select.select([pg.socket], [], [])
+                wait_readable(pg.socket)
                 pg.consume_input()
                 continue
             # the end of the rows: the COPY's own result, then none

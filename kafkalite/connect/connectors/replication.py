@@ -28,10 +28,10 @@ threads at once); ``close()`` from that thread too.
 """
 from __future__ import annotations
 
-import select
 import struct
 import time
 
+from kafkalite.connect.connectors.copy_out import wait_readable
 from kafkalite.connect.errors import ConnectException
 
 XLOG_DATA_HEADER = struct.Struct("!QQQ")      # after the 'w': start LSN, WAL end, send time
@@ -104,7 +104,7 @@ class ReplicationStream:
                 deadline = now + timeout
             if now >= deadline:
                 break
-            select.select([pg.socket], [], [], deadline - now)
+            wait_readable(pg.socket, deadline - now)
             pg.consume_input()
         if time.monotonic() - self._last_status >= STATUS_INTERVAL_S:
             self.send_status()
