@@ -36,7 +36,7 @@ MODULE_EXCEPTIONS: dict[str, tuple[int, str]] = {
         1269, "ReplicaManager is Kafka's class of that name, where a worker's data APIs meet "
               "its partitions, purgatory and fetchers; its class is listed below too"),
     "kafkalite/storage/remote/remote_log.py": (
-        1179, "copies, deletes, reads and the shared metadata's claim change the same entries "
+        1168, "copies, deletes, reads and the shared metadata's claim change the same entries "
               "and copier futures; the leadership part (lead .. _maybe_refresh) is next to go"),
     "kafkalite/server/network/kafka_listener.py": (
         1018, "a connection's states (reading, TLS, SASL, ordered answers, throttling, "

@@ -90,6 +90,12 @@ SETTINGS: dict[str, Setting] = {
     "remote_log_storage_s3_endpoint": Setting(
         "The S3 API's URL, for object storage other than AWS's (MinIO, Ceph, ...); "
         "\"\": AWS's."),
+    "remote_log_manager_copier_thread_pool_size": Setting(
+        "Threads of a worker that copy tiered segments to the remote store (and delete them "
+        "there): copies of several partitions, and a partition's next segments, run at once, "
+        "a partition's still listed as copied in offset order (docs/tiered-storage.md).",
+        ("remote.log.manager.copier.thread.pool.size",),
+        "Kafka's default is 10; kafkalite's 4 is per worker process, a broker each"),
     "remote_fetch_max_wait_ms": Setting(
         "How long a Fetch or ShareFetch that needs remote segments waits for their downloads "
         "before it is answered without those partitions' records (KIP-1018).",
@@ -393,6 +399,7 @@ class ServerConfig:
     remote_log_storage_dir: str = ""
     remote_log_storage_s3_bucket: str = ""
     remote_log_storage_s3_endpoint: str = ""
+    remote_log_manager_copier_thread_pool_size: int = 4
     remote_fetch_max_wait_ms: int = 500
     remote_list_offsets_request_timeout_ms: int = 30_000
     host: str = "127.0.0.1"
@@ -512,7 +519,7 @@ class ServerConfig:
         for name in ("default_replication_factor", "replica_lag_time_max_ms",
                      "replica_fetch_wait_max_ms", "leader_imbalance_check_interval_seconds",
                      "remote_fetch_max_wait_ms", "remote_list_offsets_request_timeout_ms",
-                     "broker_session_timeout_ms",
+                     "broker_session_timeout_ms", "remote_log_manager_copier_thread_pool_size",
                      "offsets_topic_num_partitions",
                      "group_min_session_timeout_ms",
                      "group_max_session_timeout_ms", "offsets_retention_minutes",
@@ -649,9 +656,12 @@ class ServerConfig:
         return None
 
     def remote_storage_manager(self):
-        """The broker's RemoteStorageManager, None without tiered storage."""
+        """The broker's RemoteStorageManager, None without tiered storage;
+        this process's copier pool takes its size (a worker, a broker)."""
         if not self.remote_log_storage_system_enable:
             return None
+        from kafkalite.storage.remote.copier import configure_copier
+        configure_copier(self.remote_log_manager_copier_thread_pool_size)
         if self.remote_log_storage_s3_bucket:
             from kafkalite.storage.remote.s3_storage import S3RemoteStorage
             return S3RemoteStorage(self.remote_log_storage_s3_bucket,

@@ -270,8 +270,9 @@ def _key(name: str, kind: str, default, doc: str, scope: Scope, valid: str = "",
 
 
 _ACCEPTED = "stored and described; kafkalite does not act on it"
-_NO_REMOTE_TUNING = ("stored and described; kafkalite's tiered storage copies on one thread per "
-                     "worker without a rate limit, and reads on a pool of 10 threads into a cache "
+_NO_REMOTE_TUNING = ("stored and described; kafkalite's tiered storage copies on a pool of "
+                     "`remote_log_manager_copier_thread_pool_size` threads per worker (the server "
+                     "setting, read at start) without a rate limit, and reads on a pool of 10 threads into a cache "
                      "of 4 segments (1 GiB at most) a partition, its bounds fixed: a remote fetch "
                      "waits up to the server's `remote_fetch_max_wait_ms` and a ListOffsets on "
                      "remote segments up to its own timeout_ms (v10), else the server's "

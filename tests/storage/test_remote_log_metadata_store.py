@@ -9,7 +9,7 @@ import pytest
 
 
 from kafkalite.storage.remote.metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState
-from kafkalite.storage.remote.metadata_store import (RemoteLogMetadataFenced,
+from kafkalite.storage.remote.metadata_store import (STALE_VERSIONS, RemoteLogMetadataFenced,
                                                      SharedRemoteLogMetadata)
 from kafkalite.storage.remote.storage_manager import LocalDirectoryRemoteStorage
 
@@ -40,8 +40,35 @@ def test_a_deposed_leader_cannot_overwrite_a_newer_leaders_metadata(store):
     # the same epoch's writer (a restarted leader) writes after the newest
     v3 = old.publish(4, [_segment(0, 9), _segment(10, 19)], after=v1)
     assert v3 == v2 + 1 and len(new.latest().segments) == 2
-    # one version kept: each write deleted the one it followed
+    # the versions written over are kept until STALE_VERSIONS of them go
+    # together; a claim deletes those below the newest at once
+    assert new.versions() == [v1, v2, v3]
+    new.delete_below(v3)
     assert new.versions() == [v3]
+
+
+def test_a_version_is_one_put_and_the_old_ones_go_in_one_request(s3_endpoint):
+    """Issue 71: each change of the metadata was a PUT and a DELETE (the
+    version it followed), two requests a copied segment; now the versions
+    written over are deleted STALE_VERSIONS at a time in one DeleteObjects."""
+    from kafkalite.storage.remote.s3_storage import S3RemoteStorage
+    store = S3RemoteStorage("tiered", endpoint_url=s3_endpoint)
+    store.bucket = "b" + os.urandom(6).hex()
+    store.s3.create_bucket(Bucket=store.bucket)
+    sent = []
+    store.s3.meta.events.register(
+        "before-send.s3.*", lambda request, **_: sent.append(request.method))
+    shared = SharedRemoteLogMetadata(store, "t-0-id")
+    writes = 2 * STALE_VERSIONS + 5
+    version, segments = -1, []
+    for i in range(writes):
+        segments.append(_segment(10 * i, 10 * i + 9))
+        version = shared.publish(2, segments, after=version)
+    assert sent.count("PUT") == writes
+    assert len(sent) <= writes + 2, f"{len(sent)} requests for {writes} versions: {sent}"
+    assert sent.count("POST") == 2                          # DeleteObjects, twice
+    assert len(shared.versions()) <= STALE_VERSIONS + 1
+    assert [s.base_offset for s in shared.latest().segments] == [10 * i for i in range(writes)]
 
 
 def test_an_existing_version_is_never_replaced(store):

@@ -193,3 +193,18 @@ class RemoteLogMetadataFile:
             if s.base_offset <= offset <= s.end_offset:
                 return s
         return None
+
+
+@dataclass(frozen=True)
+class RemoteAuxState:
+    """What a follower starts its log from when it ends below its leader's
+    local log start (Kafka's remote log "auxiliary state"): the remote
+    segments as the shared metadata lists them, the offset after the copied
+    segment holding the one just below the leader's local log start (where
+    the follower's log starts), the leader epochs up to there (that
+    segment's leader-epoch checkpoint) and the producer snapshot taken at
+    its end (None if it had none)."""
+    segments: tuple
+    next_offset: int
+    leader_epochs: list
+    producer_snapshot: bytes | None

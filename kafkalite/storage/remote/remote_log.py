@@ -1,7 +1,7 @@
 """A tiered partition's remote side (the per-partition part of Kafka's
 RemoteLogManager: its copy task, its expiration task and its reads).
 
-One module of about 1,180 lines, with reason for now: the copies, the
+One module of about 1,170 lines, with reason for now: the copies, the
 deletes, the reads and the claim of the shared metadata all change the
 same entries and wait on the same copier-thread futures; the leadership
 part (``lead`` to ``_maybe_refresh``) is the next to go to a module of its
@@ -23,7 +23,7 @@ from ``housekeeping`` and ``read``:
   the remote segments no longer local plus the local log) and the log start
   offset (DeleteRecords) delete remote segments, oldest first:
   DELETE_SEGMENT_STARTED (no read is served from it from then on), the
-  store's delete on the copier thread, DELETE_SEGMENT_FINISHED once the
+  store's delete on the copier pool, DELETE_SEGMENT_FINISHED once the
   store confirms it (a failed delete is tried again at later calls, after
   a backoff).
 - ``delete_all`` (DeleteTopics): the partition's deletes are handed over to
@@ -46,8 +46,9 @@ from ``housekeeping`` and ``read``:
   metadata is the one the replicas share in the store (metadata_store.py):
   the leader reads its newest version, merges it with what it knows and
   writes the next one under its leader epoch before it copies or deletes
-  anything (``_try_claim``); then one version per change of its entries,
-  written on the copier thread, each copy or delete of objects running
+  anything (``_try_claim``); then one version per change of its entries
+  (a copier pass's changes together),
+  written on the metadata thread, each copy or delete of objects running
   only once the version before it was written (``_after``), so the shared
   metadata names every object put; a write refused for a newer epoch
   (fenced) ends this replica's copies, and the objects of the copies it
@@ -61,7 +62,7 @@ from ``housekeeping`` and ``read``:
   (``retention_highest_offset``).
 - a copy that fails (the store down, a full disk) is abandoned with those
   queued behind it: DELETE_SEGMENT_STARTED, and the store's delete of
-  whatever each put, on the copier thread; entries go once the store
+  whatever each put, on the copier pool; entries go once the store
   confirms their deletes (those confirmed together in one write), and a
   delete that fails (or one the open could not make) is tried again at a
   later ``copy_segments``, so the store keeps no object the metadata does
@@ -74,7 +75,8 @@ from ``housekeeping`` and ``read``:
   one metadata write for those confirmed), whatever an outage left.
 
 Who may call: the owner of the partition log, from its thread. The copies
-themselves run on one background thread per process (``kafkalite-remote-copy``):
+and deletes run on the process's copier pool, the shared metadata's reads
+and writes on its metadata thread (copier.py):
 the owner writes COPY_SEGMENT_STARTED for the segments it hands over and,
 at later calls, takes their outcomes in offset order and writes
 COPY_SEGMENT_FINISHED (or drops the entries). The copier only reads the rolled
@@ -98,25 +100,27 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import itertools
 import logging
 import os
 import shutil
-import threading
 import time
 from typing import Callable
 
 from kafkalite.errors import KafkaStorageError
 from kafkalite.storage import producer_snapshot
-from kafkalite.storage.background import BackgroundThread
 from kafkalite.storage.config import LogConfig
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kafkalite.storage.leader_epoch import decode as decode_epochs, encode as encode_epochs
-from kafkalite.storage.remote.metadata import (RemoteLogMetadataFile, RemoteLogSegmentMetadata,
-                                               RemoteLogSegmentState)
+from kafkalite.storage.remote.copier import COPIER as _copier, METADATA_THREAD as _metadata_thread
+from kafkalite.storage.remote.copier import after as _after, due_for_copy, reserve
+from kafkalite.storage.remote.metadata import (RemoteAuxState, RemoteLogMetadataFile,
+                                               RemoteLogSegmentMetadata, RemoteLogSegmentState)
 from kafkalite.storage.remote.metadata_store import (RemoteLogMetadataFenced,
                                                      SharedRemoteLogMetadata, partition_key)
 from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER
+from kafkalite.storage.remote.remote_topic_stats import REMOTE_TOPIC_STATS, RemoteTopicStats
 from kafkalite.storage.remote.store_backoff import REFUSED, StoreBackoff
 from kafkalite.storage.remote.storage_manager import (LogSegmentData, RemoteLogSegmentId,
                                                       RemoteStorageError, RemoteStorageManager)
@@ -142,7 +146,7 @@ CACHED_TXN_INDEXES = 1024      # remote segments' transaction indexes kept fetch
 TXN_INDEXES_AHEAD = 8           # a read_committed walk's next indexes downloaded beside one
 READ_AHEAD_SEGMENTS = 2         # remote segments downloaded ahead of a background read
 _FETCH_CHUNK = 8 << 20          # bytes per ranged fetch when filling the cache
-COPIES_QUEUED = 16              # segments of a partition handed to the copier at once
+COPIES_QUEUED = 16              # a partition's copies in flight on the copier pool, at most
 DELETES_QUEUED = 16             # store deletes of a partition handed to the copier at once
 FOLLOWER_REFRESH_S = 1.0        # a follower behind on what is copied reads the shared metadata
 FOLLOWER_IDLE_REFRESH_S = 30.0  # at most this often, one that is not at most this often
@@ -154,55 +158,6 @@ _RANK = {RemoteLogSegmentState.COPY_SEGMENT_STARTED: 0,
 
 S = RemoteLogSegmentState
 
-_copier = BackgroundThread("kafkalite-remote-copy")
-
-
-class RemoteTopicStats:
-    """Kafka's tiered-storage BrokerTopicMetrics, per topic, as this
-    process's RemoteLogs counted them since it started: bytes of segments
-    copied and copies failed (RemoteCopyBytesPerSec, RemoteCopyErrorsPerSec),
-    bytes of segments read from the store and reads failed
-    (RemoteFetchBytesPerSec, RemoteFetchErrorsPerSec). A process-wide
-    object, as Kafka's BrokerTopicStats is broker-wide: a partition's counts
-    stay when its log closes (leadership moved), as counters must. Any
-    thread may add (a log closes on a pool thread); the metrics snapshot
-    reads."""
-
-    COPY_BYTES, COPY_ERRORS, FETCH_BYTES, FETCH_ERRORS = range(4)
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._topics: dict[str, list[int]] = {}
-
-    def add(self, topic: str, which: int, n: int = 1) -> None:
-        with self._lock:
-            counts = self._topics.get(topic)
-            if counts is None:
-                counts = self._topics[topic] = [0, 0, 0, 0]
-            counts[which] += n
-
-    def snapshot(self) -> dict[str, list[int]]:
-        with self._lock:
-            return {t: list(c) for t, c in self._topics.items()}
-
-
-REMOTE_TOPIC_STATS = RemoteTopicStats()
-
-
-@dataclass(frozen=True)
-class RemoteAuxState:
-    """What a follower starts its log from when it ends below its leader's
-    local log start (Kafka's remote log "auxiliary state"): the remote
-    segments as the shared metadata lists them, the offset after the copied
-    segment holding the one just below the leader's local log start (where
-    the follower's log starts), the leader epochs up to there (that
-    segment's leader-epoch checkpoint) and the producer snapshot taken at
-    its end (None if it had none)."""
-    segments: tuple
-    next_offset: int
-    leader_epochs: list
-    producer_snapshot: bytes | None
-
 
 class _IndexOnly:
     """What segments_from yields for a segment: its transaction index."""
@@ -210,15 +165,6 @@ class _IndexOnly:
 
     def __init__(self, txn_index: TransactionIndex):
         self.txn_index = txn_index
-
-
-def _after(publish: concurrent.futures.Future | None, fn, *args):
-    """Run ``fn`` on the copier thread only if the metadata write before it
-    (``publish``, done by then: one thread, in order) succeeded: no object
-    is put or deleted that the shared metadata does not say so first."""
-    if publish is not None:
-        publish.result()
-    return fn(*args)
 
 
 class RemoteLog:
@@ -239,7 +185,7 @@ class RemoteLog:
         self._claim: concurrent.futures.Future | None = None    # the newest version, read
         self._claimed = False
         self._fenced = False
-        self._version = -1              # newest version read or written (copier thread only)
+        self._version = -1              # newest version read or written (metadata thread only)
         self._publish: concurrent.futures.Future | None = None  # the last metadata write
         self._publish_needed = False    # a write is owed (the last failed, or backing off)
         # the last offset copied that the shared metadata says is (what local
@@ -261,12 +207,21 @@ class RemoteLog:
         # (COPY_SEGMENT_STARTED), finished in this order
         self._copying: collections.deque[tuple[concurrent.futures.Future,
                                                RemoteLogSegmentMetadata]] = collections.deque()
-        # the store's deletes of abandoned copies under way on the copier thread,
+        # the store's deletes of abandoned copies under way on the copier pool,
         # by segment id (their entries are DELETE_SEGMENT_STARTED meanwhile)
         self._deleting: dict[str, concurrent.futures.Future] = {}
+        # abandoned copies that were running when abandoned, by segment id:
+        # their objects' delete waits for them to end
+        self._abandoned_copies: dict[str, concurrent.futures.Future] = {}
+        self._deferring = False         # in a copier pass: its changes make one write
+        self._owed = False              # changes of the pass not written yet
+        # the next copy's entry, listed ahead by each write (copier.reserve), and
+        # whether a write submitted listed it
+        self._reservation: RemoteLogSegmentMetadata | None = None
+        self._reservation_listed = False
         # how the store has been answering each kind of call (store_backoff.py):
         # a kind that fails backs off (a store that is down, each call tried
-        # again at every housekeeping, kept the copier thread busy failing and
+        # again at every housekeeping, kept the copier busy failing and
         # the log full: each failed copy abandoned a batch of 16, each listed
         # for deletion, each failed delete logged at each retry) and is logged
         # once as it starts failing, once as it succeeds again
@@ -326,7 +281,7 @@ class RemoteLog:
                         unfinished[0].base_offset)
             self.metadata.update_states([m.id for m in unfinished], S.DELETE_SEGMENT_STARTED,
                                         self._clock())
-        # the store's deletes go on the copier thread: a store that is down
+        # the store's deletes go on the copier pool: a store that is down
         # (each try waiting on the client's retries) does not hold up the open;
         # what it could not delete stays listed, and is deleted at a later call
         self._delete_abandoned(wait=False)
@@ -337,13 +292,14 @@ class RemoteLog:
 
     def lead(self, leader_epoch: int, topic_id=None) -> None:
         """This replica leads at ``leader_epoch``: the newest shared version
-        is read (on the copier thread) and claimed at the next
+        is read (on the metadata thread) and claimed at the next
         ``copy_segments`` before anything is copied or deleted."""
         self._bind(topic_id)
         if self._leading and self._epoch == leader_epoch and not self._fenced:
             return
         self._leading, self._epoch = True, leader_epoch
-        self._claimed = self._fenced = False
+        self._claimed = self._fenced = self._reservation_listed = False
+        self._reservation = None        # a claim abandons what an earlier one listed
         self._claim = None
 
     def follow(self, topic_id=None) -> None:
@@ -376,7 +332,7 @@ class RemoteLog:
         if self._claim is None:
             if not (wait or self._reads_tried.due()):
                 return False
-            self._claim = _copier.submit(self._read_newest)
+            self._claim = _metadata_thread.submit(self._read_newest)
         if wait:
             concurrent.futures.wait([self._claim])
         if not self._claim.done():
@@ -439,7 +395,13 @@ class RemoteLog:
 
     def _changed(self) -> None:
         """The entries changed here: the shared metadata follows (one write;
-        while the writes back off, the next one, which takes this change too)."""
+        while the writes back off, or within a copier pass, the next one,
+        which takes this change too)."""
+        if self._shared is None:
+            return          # a log on its own: its file, written already, is all
+        if self._deferring:
+            self._owed = True
+            return
         if self._writes_tried.failing and not self._writes_tried.due():
             self._publish_needed = True
             return
@@ -447,23 +409,35 @@ class RemoteLog:
 
     def _publish_now(self, claim: bool = False) -> None:
         self._publish_needed = False        # owed no more: written now, or nothing to write
+        self._owed = False
         if self._shared is None or self._epoch is None or self._fenced:
             return
         if not (self._leading and self._claimed) and not (self._copying or self._mine):
             return
         snapshot = self.metadata.all
+        if self._leading and self._claimed:
+            # listed ahead: the next copy needs no write of its own (copier.py)
+            self._reservation = reserve(self._reservation, snapshot, self.partition,
+                                        self._clock())
+            self._reservation_listed = True
+            snapshot += (self._reservation,)
         if self._leading:
             self._mine.update(m.id for m in snapshot if m.state is not S.COPY_SEGMENT_FINISHED)
-        self._publish = _copier.submit(self._write_version, self._epoch, snapshot, claim)
+        # the copies handed over before this write: they follow earlier writes only
+        running = [f for f, _ in self._copying] + list(self._abandoned_copies.values())
+        self._publish = _metadata_thread.submit(self._write_version, self._epoch, snapshot,
+                                                claim, running)
 
-    def _write_version(self, epoch: int, snapshot, claim: bool) -> int:
-        """Copier thread: ``snapshot`` as the next shared version; returns
+    def _write_version(self, epoch: int, snapshot, claim: bool, running) -> int:
+        """Metadata thread: ``snapshot`` as the next shared version; returns
         the last offset it says is copied. Refused (fenced), the copies this
         replica made that the newer leader does not list as copied are
-        deleted here, after them (one thread, in order): no orphan."""
+        deleted here, once the ``running`` ones ended (each waits on an
+        earlier write only, done by now: no deadlock): no orphan."""
         try:
             self._version = self._shared.publish(epoch, snapshot, self._version)
         except RemoteLogMetadataFenced:
+            concurrent.futures.wait(running)
             newest = self._shared.latest()
             keep = {m.id for m in (newest.segments if newest else ())
                     if m.state is S.COPY_SEGMENT_FINISHED}
@@ -499,7 +473,7 @@ class RemoteLog:
 
     def _maybe_refresh(self, wait: bool = False, segments=()) -> None:
         """A follower (or a deposed leader) takes the newest shared version,
-        read on the copier thread (Kafka's RLMFollowerTask): its highest
+        read on the metadata thread (Kafka's RLMFollowerTask): its highest
         remote offset is what its local retention deletes up to. So it is
         read at most every FOLLOWER_REFRESH_S while the last of the log's
         rolled ``segments`` ends past that offset (a new version would let
@@ -514,7 +488,7 @@ class RemoteLog:
             if time.monotonic() - self._refreshed_at < every and not wait:
                 return
             self._refreshed_at = time.monotonic()
-            self._refresh = _copier.submit(self._read_newest)
+            self._refresh = _metadata_thread.submit(self._read_newest)
         if wait:
             concurrent.futures.wait([self._refresh])
         if not self._refresh.done() or self._copying or self._deleting:
@@ -543,13 +517,13 @@ class RemoteLog:
 
     def fetch_aux_state(self, leader_local_start: int) -> concurrent.futures.Future:
         """A follower whose log ends below its leader's local log start
-        (Kafka's buildRemoteLogAuxState): on the copier thread, the newest
+        (Kafka's buildRemoteLogAuxState): on the metadata thread, the newest
         shared metadata, the copied segment holding the offset just below
         ``leader_local_start``, its leader-epoch checkpoint and its producer
         snapshot. The future's result is a RemoteAuxState for
         ``take_aux_state``; it fails with RemoteStorageError while no copied
         segment holds that offset."""
-        return _copier.submit(self._aux_state, leader_local_start)
+        return _metadata_thread.submit(self._aux_state, leader_local_start)
 
     def _aux_state(self, leader_local_start: int) -> "RemoteAuxState":
         newest = self._read_newest() if self._shared is not None else None
@@ -604,9 +578,9 @@ class RemoteLog:
                       wait: bool = False, start: bool = True) -> int:
         """Copy the rolled ``segments`` (the log's, active one excluded) not
         yet remote and wholly below ``last_stable_offset``, oldest first:
-        finish the copies done (or, with ``wait``, all of them), and when
-        none is left in flight, hand the copier the next ones (at most
-        COPIES_QUEUED). With ``wait``, every such segment is copied before
+        finish the copies done in offset order (``wait``: all) and hand the
+        copier pool the next ones (COPIES_QUEUED in flight at most), both in
+        one metadata write. With ``wait``, every such segment is copied before
         the call returns; without ``start`` (a leader no more), none is
         started. Returns how many copies finished. A failed copy is
         abandoned, and so are the copies queued behind it (finishing them
@@ -630,28 +604,37 @@ class RemoteLog:
                     self._maybe_refresh(wait, segments)
             elif not self._try_claim(wait):
                 start = False
+        # one copier pass, one write (and none for a copy of the segment the
+        # last write reserved, copier.reserve: one write a segment)
+        self._deferring = True
+        try:
+            return self._copy_pass(segments, last_stable_offset, epoch_entries, wait, start)
+        finally:
+            self._deferring = False
+            if self._owed:
+                self._changed()
+
+    def _copy_pass(self, segments, last_stable_offset: int, epoch_entries, wait: bool,
+                   start: bool) -> int:
         finished = 0
         while True:
             try:
                 finished += self._finish_copies(wait)
+                if start and (wait or self._copies_tried.due()):
+                    # as many as COPIES_QUEUED leaves room for; while the copies
+                    # fail, one alone tries the store (those behind it would be
+                    # abandoned with it)
+                    room = COPIES_QUEUED - len(self._copying)
+                    if self._copies_tried.failing and not wait:
+                        room = 0 if self._copying else 1
+                    handed = max([self.highest_offset, *(m.end_offset for _, m in self._copying)])
+                    todo = list(itertools.islice(
+                        due_for_copy(segments, handed, last_stable_offset), room))
+                    if todo:
+                        self._start_copies(todo, epoch_entries)
             finally:
                 self._delete_abandoned(wait)
-            if self._copying or not start or not (wait or self._copies_tried.due()):
-                return finished
-            # while the copies fail, one tries the store: a batch behind it
-            # would be abandoned with it
-            batch = 1 if self._copies_tried.failing and not wait else COPIES_QUEUED
-            todo = []
-            for seg in segments:
-                if seg.next_offset - 1 <= self.highest_offset or seg.is_empty:
-                    continue
-                if seg.next_offset > last_stable_offset or len(todo) == batch:
-                    break
-                todo.append(seg)
-            if not todo:
-                return finished
-            self._start_copies(todo, epoch_entries)
-            if not wait:
+            if not (wait and self._copying):
                 return finished
 
     def _finish_copies(self, wait: bool) -> int:
@@ -671,9 +654,10 @@ class RemoteLog:
                     # the failed copy may have put some of its objects (a store lost
                     # midway cannot delete them), and those queued behind it may be
                     # under way: all are abandoned, their objects deleted by id on the
-                    # copier thread, after them, without holding up this thread
-                    for later, _ in self._copying:
-                        later.cancel()
+                    # copier pool, after them, without holding up this thread
+                    for later, m in self._copying:
+                        if not later.cancel() and not later.done():
+                            self._abandoned_copies[m.id] = later
                     self._abandon([meta] + [m for _, m in self._copying])
                     self._copying.clear()
                     if wait:
@@ -706,8 +690,8 @@ class RemoteLog:
     def _delete_abandoned(self, wait: bool) -> None:
         """The store's deletes of the copies whose entries say
         DELETE_SEGMENT_STARTED (abandoned, or a delete that a crash or the
-        store interrupted), on the copier thread (behind any copy of the
-        same segment still under way there: one thread, in order), at most
+        store interrupted), on the copier pool (each after the copy of the
+        same segment if it is still under way: ``_after``), at most
         DELETES_QUEUED at a time; the entries whose deletes succeeded go
         (DELETE_SEGMENT_FINISHED) together, in one write of the metadata
         file and one of the shared metadata, however many there are (each
@@ -728,9 +712,12 @@ class RemoteLog:
                     continue
                 if not (self._may_delete or meta.id in self._mine):
                     continue        # the leader's to delete
+                if self._owed:
+                    self._publish_now()     # the write listing it for deletion goes first
                 self._deleting[meta.id] = _copier.submit(
-                    _after, self._publish, self.storage.delete_log_segment_data,
-                    self._segment_id(meta), meta.base_offset)
+                    _after, self._publish, self._abandoned_copies.get(meta.id),
+                    self.storage.delete_log_segment_data, self._segment_id(meta),
+                    meta.base_offset)
         confirmed, failed = [], False
         for segment_id, future in list(self._deleting.items()):
             if not (wait or future.done()):
@@ -743,6 +730,7 @@ class RemoteLog:
                 self._deletes_tried.failed(exc)
                 continue
             confirmed.append(segment_id)
+            self._abandoned_copies.pop(segment_id, None)
         if confirmed:
             if not failed:      # one still failing keeps them backing off, and unlogged
                 self._deletes_tried.succeeded()
@@ -752,27 +740,29 @@ class RemoteLog:
             self.metadata.update_states(confirmed, S.DELETE_SEGMENT_FINISHED, self._clock())
             self._changed()
 
-    def _wait_for_copy(self) -> None:
-        """Let the copies in flight end (close), whatever their outcome."""
-        try:
-            self._finish_copies(wait=True)
-        except Exception as exc:
-            log.warning("%s: a copy to remote storage failed: %s", self.name, exc)
-
     def _start_copies(self, segments, epoch_entries) -> None:
         """Hand ``segments`` to the copier, their COPY_SEGMENT_STARTED written
-        first, in one write: no object is put before its id is listed."""
-        copies = [self._prepare_copy(seg, epoch_entries) for seg in segments]
+        first, in one write (none for a lone copy of the segment the last
+        write reserved): no object is put before its id is listed."""
+        r = self._reservation
+        reserved = r is not None and self._reservation_listed and len(segments) == 1 \
+            and segments[0].base_offset == r.base_offset
+        copies = [self._prepare_copy(seg, epoch_entries, r.id if reserved else None)
+                  for seg in segments]
         self.metadata.add_copy_started(*(meta for meta, _, _ in copies))
-        self._publish_now()     # never deferred: the copies follow the write that lists them
+        self._reservation = None if reserved else r
+        if not reserved:
+            self._publish_now()     # the copies follow the write that lists them
         for meta, sid, data in copies:
-            future = _copier.submit(_after, self._publish, self.storage.copy_log_segment_data,
-                                    sid, meta.base_offset, data)
+            future = _copier.submit(_after, self._publish, None,
+                                    self.storage.copy_log_segment_data, sid, meta.base_offset,
+                                    data)
             self._copying.append((future, meta))
 
-    def _prepare_copy(self, seg: LogSegment, epoch_entries):
+    def _prepare_copy(self, seg: LogSegment, epoch_entries, reserved_id: str | None = None):
         end = seg.next_offset - 1
-        sid = RemoteLogSegmentId.generate(os.path.basename(os.path.normpath(self.directory)))
+        sid = RemoteLogSegmentId(self.partition, reserved_id) if reserved_id else \
+            RemoteLogSegmentId.generate(self.partition)
         in_segment = [(e, o) for e, o in epoch_entries if seg.base_offset < o <= end]
         before = [(e, o) for e, o in epoch_entries if o <= seg.base_offset]
         epochs = ([(before[-1][0], seg.base_offset)] if before else []) + in_segment
@@ -797,16 +787,8 @@ class RemoteLog:
         """Kafka's RemoteCopyLagBytes and RemoteCopyLagSegments: the bytes
         and number of the rolled ``segments`` (active one excluded) due for
         a copy (as ``copy_segments`` picks them) and not finished yet."""
-        nbytes = count = 0
-        highest = self.highest_offset
-        for seg in segments:
-            if seg.next_offset - 1 <= highest or seg.is_empty:
-                continue
-            if seg.next_offset > last_stable_offset:
-                break
-            nbytes += seg.size
-            count += 1
-        return nbytes, count
+        due = list(due_for_copy(segments, self.highest_offset, last_stable_offset))
+        return sum(seg.size for seg in due), len(due)
 
     # ---- retention ------------------------------------------------------------------------
 
@@ -841,7 +823,7 @@ class RemoteLog:
     def delete(self, meta: RemoteLogSegmentMetadata) -> None:
         """Delete a remote segment (retention, DeleteRecords): no more read
         from the moment its DELETE_SEGMENT_STARTED is written; the store's
-        delete runs on the copier thread and the entry goes once the store
+        delete runs on the copier pool and the entry goes once the store
         confirms it (``_delete_abandoned``), so a store that is down never
         holds up the owner's thread."""
         self.metadata.update_state(meta.id, S.DELETE_SEGMENT_STARTED, self._clock())
@@ -861,7 +843,7 @@ class RemoteLog:
         the store: the partition's directory goes now, so its deletes are
         handed over to the node's deleter (remote_log_deleter.py), which
         keeps them on disk until the store confirms each, after the copies
-        still running on the copier thread (queued ones are cancelled)."""
+        still running on the copier pool (queued ones are cancelled)."""
         running = []
         for future, _ in self._copying:
             if not future.cancel():
@@ -871,6 +853,7 @@ class RemoteLog:
             if not future.cancel():
                 running.append(future)
         self._deleting.clear()
+        running.extend(self._abandoned_copies.values())
         entries = self.metadata.all
         if entries or self._shared is not None:
             # with the shared metadata's key: what it lists goes too (a
@@ -1153,7 +1136,13 @@ class RemoteLog:
         return None
 
     def close(self) -> None:
-        self._wait_for_copy()
+        try:        # the copies in flight end, whatever their outcome
+            self._finish_copies(wait=True)
+        except Exception as exc:
+            log.warning("%s: a copy to remote storage failed: %s", self.name, exc)
+        concurrent.futures.wait(self._abandoned_copies.values())
+        if self._owed:
+            self._publish_now()
         if self._publish is not None:
             concurrent.futures.wait([self._publish])    # the shared metadata says it too
         for future in self._deleting.values():

@@ -47,6 +47,7 @@ INDEXES_FILE = "indexes"
 # every index with it
 BUNDLE_HEAD_BYTES = 64 * 1024
 BUNDLE_HEADS_KEPT = 16
+_DELETE_OBJECTS_MAX = 1000   # keys a DeleteObjects request takes, at most
 # S3's answers that no retry changes: the bucket or the credentials are wrong
 _REFUSALS = frozenset({"NoSuchBucket", "AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
                        "SignatureDoesNotMatch", "InvalidBucketName", "AccountProblem",
@@ -254,11 +255,23 @@ class S3RemoteStorage:
         except self._errors as exc:
             raise self._fail(prefix, exc) from exc
 
-    def delete_metadata(self, name: str) -> None:
-        try:
-            self.s3.delete_object(Bucket=self.bucket, Key=name)
-        except self._errors as exc:
-            raise self._fail(name, exc) from exc
+    def delete_metadata(self, *names: str) -> None:
+        for first in range(0, len(names), _DELETE_OBJECTS_MAX):
+            keys = names[first:first + _DELETE_OBJECTS_MAX]
+            try:
+                if len(keys) == 1:
+                    self.s3.delete_object(Bucket=self.bucket, Key=keys[0])
+                    continue
+                answer = self.s3.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in keys],
+                                                "Quiet": True})
+            except self._errors as exc:
+                raise self._fail(keys[0], exc) from exc
+            # DeleteObjects answers 200 with the keys it could not delete
+            errors = answer.get("Errors") or ()
+            if errors:
+                raise RemoteStorageError(f"s3://{self.bucket}/{errors[0].get('Key')}: "
+                                         f"{errors[0].get('Code')}: {errors[0].get('Message')}")
 
     def list_segments(self, partition: str) -> list[str]:
         """The complete copies of ``partition`` (object names), for tools and tests."""

@@ -127,8 +127,9 @@ class RemoteStorageManager(Protocol):
     def list_metadata(self, prefix: str) -> list[str]:
         """The names under ``prefix`` (a directory's, ending in ``/``)."""
 
-    def delete_metadata(self, name: str) -> None:
-        """Remove ``name`` (idempotent)."""
+    def delete_metadata(self, *names: str) -> None:
+        """Remove each of ``names`` (idempotent), in one request where the
+        store has one for several (S3's DeleteObjects)."""
 
 
 def object_name(base_offset: int, segment_id: RemoteLogSegmentId) -> str:
@@ -278,13 +279,14 @@ class LocalDirectoryRemoteStorage:
             raise RemoteStorageError(f"cannot list {prefix}: {exc.strerror or exc}") from exc
         return [prefix + n for n in names if not n.startswith(".")]
 
-    def delete_metadata(self, name: str) -> None:
-        try:
-            os.unlink(os.path.join(self.root, name))
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise RemoteStorageError(f"cannot delete {name}: {exc.strerror or exc}") from exc
+    def delete_metadata(self, *names: str) -> None:
+        for name in names:
+            try:
+                os.unlink(os.path.join(self.root, name))
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise RemoteStorageError(f"cannot delete {name}: {exc.strerror or exc}") from exc
 
     def list_segments(self, partition: str) -> list[str]:
         """The complete copies of ``partition`` (object names), for tools and tests."""
