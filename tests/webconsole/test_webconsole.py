@@ -211,9 +211,13 @@ def test_overview_charts_draw_the_traffic_produced(server, browser, console, adm
         "return document.querySelector('#card-topics .n').textContent") != "0"
     # The screenshot's chart region shows the series, not an empty box: many
     # pixels of the series' colour, and more than a couple of colours at all.
-    shot = region(browser, png(browser), "chart-bytes")
+    # (looked at again until drawn: the page redraws it as it polls, and a
+    # shot taken mid-redraw under load held 61 such pixels once)
+    def drawn():
+        shot = region(browser, png(browser), "chart-bytes")
+        return shot if pixels_near(shot, SERIES_BLUE) > 100 else None
+    shot = wait_until(drawn, 15, "the bytes chart's series drawn", interval=0.5)
     assert shot.width > 200 and shot.height > 60
-    assert pixels_near(shot, SERIES_BLUE) > 100
     assert distinct_colours(shot) > 10
     # and the records-in chart too
     assert int(browser.execute_script(
