@@ -220,6 +220,11 @@ class HttpServices:
         if (not self.ready and self._ingest_out is None and self._http_after is None
                 and not any(self.controller.brokers[w.index].fenced for w in self.workers)):
             self.ready = True
+            metrics = getattr(self, "metrics", None)   # None also before start() made it
+            if metrics is not None:
+                # /health answers from the loop's last tick: computed now, a
+                # probe sent on reading server.json is not told "starting"
+                metrics.tick()
             self._write_server_file()
             e = self.endpoints()
             print(f"kafkalite server ready: bootstrap.servers={e['bootstrap.servers']} "
