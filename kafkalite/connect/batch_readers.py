@@ -10,6 +10,12 @@ converter then decodes record by record, which also names any error).
   schemaless values): every key any record has, in the order keys first
   appear, strings kept strings (Arrow's reader would make ISO dates
   timestamps).
+- ``envelope_columns``: JsonConverter with schemas, a batch of envelopes
+  of one flat struct schema: each record read within its own bounds by
+  ext/json_columns.pyx into numpy columns (in place of joining the
+  payloads into one text for pyarrow's JSON reader and checking that
+  text: 2.6 µs a record, over half the Iceberg sink's CPU), or None where
+  it declines, and converters.py reads the batch as before.
 - ``AvroBatchReader``: Confluent's AvroConverter, a batch of one schema id
   whose record has flat fields (numbers, booleans, strings, bytes,
   Timestamp, Date; optional ones as ``["null", type]`` unions): every
@@ -18,7 +24,7 @@ converter then decodes record by record, which also names any error).
   the sink's CPU), logical types read as their ints, made Arrow arrays of
   ColumnarValues' types.
 
-Who calls: converters.py's JsonConverter and registry_converters.py's
+Who calls: converters.py's JsonConverter (its _payload_columns) and registry_converters.py's
 AvroConverter, in ``to_connect_batch`` (the worker's bulk path).
 """
 from __future__ import annotations
@@ -119,6 +125,51 @@ def schemaless_columns(column):
         return table
     except (pa.ArrowException, ValueError, UnicodeDecodeError, KeyError):
         return None
+
+
+# the Arrow types converters._payload_columns reads a field as -> json_columns' kind
+_JSON_KINDS = {"int64": 0, "double": 1, "bool": 3, "string": 4}
+
+
+def envelope_columns(column, prefix: bytes, names: list, types: list):
+    """The payloads of ``column`` (binary, no nulls: envelopes beginning
+    with ``prefix``) as a Table of one column per name of its Arrow type in
+    ``types`` (int64, float64, bool or string), or None (module docstring)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from kafkalite._ext.json_columns import decode_envelopes
+    kinds = [_JSON_KINDS.get(str(t)) for t in types]
+    n = len(column)
+    if None in kinds or not n or len(names) > 64:
+        return None
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int32)[
+        column.offset:column.offset + n + 1]
+    data = column.buffers()[2]
+    if data is None:
+        return None
+    got = decode_envelopes(np.frombuffer(data, dtype=np.uint8), np.ascontiguousarray(offsets),
+                           prefix, [name.encode() for name in names], kinds)
+    if got is None:
+        return None
+    cols = []
+    try:
+        for (values, valid), kind, t in zip(got, kinds, types):
+            nulls = None if valid.all() else valid == 0
+            if kind == 4:
+                at, text = values
+                bits = None if nulls is None else pa.py_buffer(
+                    np.packbits(valid.view(np.bool_), bitorder="little"))
+                col = pa.Array.from_buffers(pa.string(), n, [
+                    bits, pa.py_buffer(at), pa.py_buffer(text)],
+                    null_count=0 if nulls is None else int(nulls.sum()))
+                col.validate(full=True)     # the strings' UTF-8, as the per-record decode
+            else:
+                col = pa.array(values.view(np.bool_) if kind == 3 else values, t, mask=nulls)
+            cols.append(col)
+    except (ValueError, pa.ArrowException):
+        return None
+    return pa.Table.from_arrays(cols, names=names)
 
 
 # Avro field types the batch reader takes: (Avro type, logicalType) -> the kind
