@@ -372,3 +372,224 @@ def decode_envelopes(const uint8_t[::1] data, const int32_t[::1] offsets, bytes 
         else:
             got.append((dbl, va))
     return got
+
+
+# ---- schemaless objects -------------------------------------------------------------------
+
+DEF SEEN_INT = 1
+DEF SEEN_FLOAT = 2
+DEF SEEN_BOOL = 4
+DEF SEEN_STRING = 8
+DEF SEEN_BIG_INT = 16     # an integer a double does not hold exactly (past 2**53)
+
+
+cdef struct _Columns:
+    int count
+    const uint8_t* name[MAX_FIELDS]
+    Py_ssize_t name_len[MAX_FIELDS]
+    int seen[MAX_FIELDS]
+    int64_t* ints[MAX_FIELDS]
+    double* doubles[MAX_FIELDS]
+    uint8_t* bools[MAX_FIELDS]
+    uint8_t* valid[MAX_FIELDS]
+    uint8_t* text[MAX_FIELDS]
+    int32_t* text_at[MAX_FIELDS]
+    Py_ssize_t used[MAX_FIELDS]
+    Py_ssize_t used_before[MAX_FIELDS]     # each string column's text before this record
+
+
+cdef int _object(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, Py_ssize_t i,
+                 _Columns* c) noexcept nogil:
+    """Record ``i``, the object b[p:end], into the columns: 1 done, 0 not
+    decided here, 2 a key no column has yet (at ``c.count``: the caller
+    makes its column and calls again)."""
+    cdef uint64_t seen = 0
+    cdef Py_ssize_t k0, k1, q
+    cdef int f, expect = 0, j
+    cdef bint integral
+    cdef char num[MAX_NUMBER + 1]
+    cdef double d
+    cdef int64_t v
+    for j in range(c.count):
+        c.used_before[j] = c.used[j]
+    p = _ws(b, p, end)
+    if p >= end or b[p] != 123:
+        return 0
+    p = _ws(b, p + 1, end)
+    if p < end and b[p] == 125:
+        return 1 if _ws(b, p + 1, end) == end else 0
+    while True:
+        if p >= end or b[p] != 34:
+            return 0
+        k0 = p + 1
+        k1 = k0
+        while k1 < end and b[k1] != 34 and b[k1] != 92:
+            k1 += 1
+        if k1 >= end or b[k1] != 34:
+            return 0
+        f = -1
+        if expect < c.count and c.name_len[expect] == k1 - k0 and \
+                memcmp(c.name[expect], b + k0, k1 - k0) == 0:
+            f = expect
+        else:
+            for j in range(c.count):
+                if c.name_len[j] == k1 - k0 and memcmp(c.name[j], b + k0, k1 - k0) == 0:
+                    f = j
+                    break
+        if f < 0:
+            if c.count >= MAX_FIELDS:
+                return 0
+            c.name[c.count] = b + k0
+            c.name_len[c.count] = k1 - k0
+            return 2
+        if (seen >> f) & 1:
+            return 0
+        seen |= (<uint64_t>1) << f
+        expect = f + 1
+        p = _ws(b, k1 + 1, end)
+        if p >= end or b[p] != 58:
+            return 0
+        p = _ws(b, p + 1, end)
+        if p >= end:
+            return 0
+        if b[p] == 110:
+            if p + 4 > end or memcmp(b + p, b"null", 4) != 0:
+                return 0
+            p += 4
+        elif b[p] == 34:
+            p = _string(b, p + 1, end, c.text[f], &c.used[f])
+            if p < 0:
+                return 0
+            c.text_at[f][i + 1] = <int32_t>c.used[f]
+            c.seen[f] |= SEEN_STRING
+            c.valid[f][i] = 1
+        elif b[p] == 116 or b[p] == 102:
+            if p + 4 <= end and memcmp(b + p, b"true", 4) == 0:
+                c.bools[f][i] = 1
+                p += 4
+            elif p + 5 <= end and memcmp(b + p, b"false", 5) == 0:
+                p += 5
+            else:
+                return 0
+            c.seen[f] |= SEEN_BOOL
+            c.valid[f][i] = 1
+        else:
+            q = _number_end(b, p, end, &integral)
+            if q < 0:
+                return 0
+            if integral:
+                if not _integer(b, p, q, &v):
+                    return 0
+                c.ints[f][i] = v
+                c.doubles[f][i] = <double>v
+                c.seen[f] |= SEEN_INT
+                if v > (<int64_t>1 << 53) or v < -(<int64_t>1 << 53):
+                    c.seen[f] |= SEEN_BIG_INT
+            else:
+                if q - p > MAX_NUMBER:
+                    return 0
+                for j in range(q - p):
+                    num[j] = <char>b[p + j]
+                num[q - p] = 0
+                d = strtod(num, NULL)
+                if not isfinite(d):
+                    return 0
+                c.doubles[f][i] = d
+                c.seen[f] |= SEEN_FLOAT
+            c.valid[f][i] = 1
+            p = q
+        p = _ws(b, p, end)
+        if p < end and b[p] == 44:
+            p = _ws(b, p + 1, end)
+            continue
+        if p < end and b[p] == 125:
+            return 1 if _ws(b, p + 1, end) == end else 0
+        return 0
+
+
+def decode_objects(const uint8_t[::1] data, const int32_t[::1] offsets):
+    """[(key bytes, kind, values, valid)] of the ``len(offsets) - 1``
+    records, each one JSON object of scalar values, keys in the order they
+    first appear; kind "int64", "double", "bool", "string" (values
+    (offsets, data)) or "null" (values None); or None where a record is
+    anything else or a key's values are of kinds Arrow's inference from
+    Python values would refuse or read otherwise (text and numbers, true
+    and numbers, an integer past 2**53 beside a fraction)."""
+    cdef Py_ssize_t n = offsets.shape[0] - 1
+    cdef const uint8_t* buf = &data[0] if data.shape[0] else NULL
+    cdef Py_ssize_t total = offsets[n] - offsets[0] if n else 0
+    cdef Py_ssize_t i = 0, start, stop, j
+    cdef _Columns c
+    cdef int got = 0
+    cdef cnp.ndarray arr
+    cdef int32_t* at
+    if n == 0 or buf == NULL:
+        return None
+    c.count = 0
+    cols = []
+    while True:
+        with nogil:
+            while i < n:
+                start = offsets[i]
+                stop = offsets[i + 1]
+                got = _object(buf, start, stop, i, &c)
+                if got != 1:
+                    break
+                i += 1
+        if got == 0:
+            return None
+        if i >= n:
+            break
+        # a new key: its column, null in every record before (the record is read again)
+        f = c.count
+        arrays = [np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.float64),
+                  np.zeros(n, dtype=np.uint8), np.zeros(n, dtype=np.uint8),
+                  np.empty(max(total, 1), dtype=np.uint8), np.zeros(n + 1, dtype=np.int32)]
+        arr = arrays[0]
+        c.ints[f] = <int64_t*>arr.data
+        arr = arrays[1]
+        c.doubles[f] = <double*>arr.data
+        arr = arrays[2]
+        c.bools[f] = <uint8_t*>arr.data
+        arr = arrays[3]
+        c.valid[f] = <uint8_t*>arr.data
+        arr = arrays[4]
+        c.text[f] = <uint8_t*>arr.data
+        arr = arrays[5]
+        c.text_at[f] = <int32_t*>arr.data
+        c.used[f] = 0
+        c.seen[f] = 0
+        c.count += 1
+        name = bytes(data[c.name[f] - buf:c.name[f] - buf + c.name_len[f]])
+        cols.append((name, arrays))
+        # the record's earlier keys were read into their columns: clear them for the rereading
+        for j in range(f):
+            c.valid[j][i] = 0
+            c.used[j] = c.used_before[j]
+            c.text_at[j][i + 1] = 0
+            c.bools[j][i] = 0
+    out = []
+    for f in range(c.count):
+        name, arrays = cols[f]
+        seen = c.seen[f] & ~SEEN_BIG_INT
+        if seen == 0:
+            kind, values = "null", None
+        elif seen == SEEN_INT:
+            kind, values = "int64", arrays[0]
+        elif seen == SEEN_FLOAT or seen == SEEN_INT | SEEN_FLOAT:
+            if c.seen[f] & SEEN_BIG_INT:
+                return None
+            kind, values = "double", arrays[1]
+        elif seen == SEEN_BOOL:
+            kind, values = "bool", arrays[2]
+        elif seen == SEEN_STRING:
+            # a record without the key (or null there) ends its text where the one before did
+            at = c.text_at[f]
+            for j in range(n):
+                if at[j + 1] < at[j]:
+                    at[j + 1] = at[j]
+            kind, values = "string", (arrays[5], arrays[4][:c.used[f]])
+        else:
+            return None
+        out.append((name, kind, values, arrays[3]))
+    return out

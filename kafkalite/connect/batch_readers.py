@@ -4,7 +4,8 @@ per-record path's values would make, or None where it could differ (the
 converter then decodes record by record, which also names any error).
 
 - ``schemaless_columns``: JsonConverter with ``schemas.enable=false``:
-  objects, one a record, read by pyarrow's JSON reader in C; the columns
+  objects, one a record, read by ext/json_columns.pyx where every value
+  is a scalar (decode_objects), else by pyarrow's JSON reader; the columns
   and types are those parquet.schemaless_table infers from the
   ``json.loads`` of each (what the Iceberg and Parquet sinks build from
   schemaless values): every key any record has, in the order keys first
@@ -98,6 +99,44 @@ def _joined(column, n):
     return text
 
 
+def _flat_objects(column, n):
+    """The Table of ``column``'s objects when every value is a scalar, read
+    by ext/json_columns.pyx's decode_objects (each record within its own
+    bounds, no text joined and checked), or None: nested values, and kinds
+    Arrow's inference would refuse, are left to pyarrow's reader."""
+    import numpy as np
+    import pyarrow as pa
+
+    from kafkalite._ext.json_columns import decode_objects
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int32)[
+        column.offset:column.offset + n + 1]
+    data = column.buffers()[2]
+    got = None if data is None else decode_objects(
+        np.frombuffer(data, dtype=np.uint8), np.ascontiguousarray(offsets))
+    if not got:
+        return None
+    names, cols = [], []
+    for name, kind, values, valid in got:
+        names.append(name.decode())     # a key that is not UTF-8: UnicodeDecodeError, None
+        nulls = None if valid.all() else valid == 0
+        if kind == "null":
+            col = pa.nulls(n)
+        elif kind == "string":
+            at, text = values
+            bits = None if nulls is None else pa.py_buffer(
+                np.packbits(valid.view(np.bool_), bitorder="little"))
+            col = pa.Array.from_buffers(pa.string(), n, [
+                bits, pa.py_buffer(at), pa.py_buffer(text)],
+                null_count=0 if nulls is None else int(nulls.sum()))
+            col.validate(full=True)
+        else:
+            col = pa.array(values.view(np.bool_) if kind == "bool" else values,
+                           {"bool": pa.bool_(), "int64": pa.int64(),
+                            "double": pa.float64()}[kind], mask=nulls)
+        cols.append(col)
+    return pa.Table.from_arrays(cols, names=names)
+
+
 def schemaless_columns(column):
     """The objects of ``column`` as the Table parquet.schemaless_table makes
     of their ``json.loads``, or None (module docstring)."""
@@ -109,6 +148,9 @@ def schemaless_columns(column):
     if not n or column.null_count or not pa.types.is_binary(column.type):
         return None
     try:
+        table = _flat_objects(column, n)
+        if table is not None:
+            return table
         text = _joined(column, n)
         if text is None:
             return None

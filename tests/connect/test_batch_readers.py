@@ -130,6 +130,56 @@ def test_a_schemaless_json_batch_read_as_columns_is_the_table_the_sinks_make_of_
     assert columnar >= 250, columnar
 
 
+
+def test_schemaless_objects_of_scalars_pretty_or_sparse_are_read_as_columns_by_the_compiled_reader():
+    """Objects of scalar values laid out by any writer -- indented over
+    lines, keys first seen in a later record, keys left out, integers and
+    fractions in one key, escapes -- are read as columns by the compiled
+    reader (ext/json_columns.pyx, decode_objects) and are the table the
+    sinks make of the per-record dicts. Before it, a line break inside a
+    record sent the batch record by record. Kinds Arrow's inference refuses
+    or reads otherwise (text beside numbers, true beside 1, 2**53 + 1
+    beside a fraction, a nested value) are left to the readers before it,
+    and read as they did."""
+    rng = random.Random(7)
+    recs = []
+    for i in range(300):
+        rec = {"id": i, "name": rng.choice(TEXTS), "amount": rng.choice([i, i / 4, None]),
+               "ok": i % 3 == 0}
+        if i % 5 == 0:
+            del rec["name"]
+        if i > 100 and i % 7 == 0:
+            rec["late"] = "ü\u00e9"
+        recs.append(json.dumps(rec, indent=2 if i % 2 else None, ensure_ascii=i % 3 == 0))
+    datas = [r.encode() for r in recs]
+    values, table = _from_pylist(datas)
+    c = conv(JsonConverter, **{"schemas.enable": "false"})
+    _, got = c.to_connect_batch("t", pa.array(datas, pa.binary()))
+    assert isinstance(got, ColumnarValues), "the batch went record by record"
+    assert got.table.schema == table.schema
+    assert exact(got.table.to_pylist()) == exact(table.to_pylist())
+    from kafkalite.connect.batch_readers import _flat_objects
+    assert _flat_objects(pa.array(datas, pa.binary()), len(datas)) is not None
+    # 2**53 + 1 beside a fraction: declined here; pyarrow's reader, after it, makes
+    # a double of it where the per-record table refuses it (not this reader's to mend)
+    big = [b'{"a": 9007199254740993}', b'{"a": 0.5}']
+    assert _flat_objects(pa.array(big, pa.binary()), 2) is None
+    for odd in (['{"a": "x"}', '{"a": 1}'], ['{"a": true}', '{"a": 1}'],
+                ['{"a": {"b": 1}}'],
+                ['{"a": 1, "a": 2}'], ['{"a": 1} x']):
+        datas = [o.encode() for o in odd]
+        assert _flat_objects(pa.array(datas, pa.binary()), len(datas)) is None, odd
+        values, table = _from_pylist(datas)
+        try:
+            _, got = c.to_connect_batch("t", pa.array(datas, pa.binary()))
+        except DataException:
+            assert values is DataException, odd
+            continue
+        assert exact(list(got)) == exact(values), odd
+        if isinstance(got, ColumnarValues):
+            assert isinstance(table, pa.Table), odd
+            assert exact(got.table.to_pylist()) == exact(table.to_pylist()), odd
+
 # ---- Avro through the registry -----------------------------------------------------------
 
 FLAT_TYPES = [Schema.INT8, Schema.INT16, Schema.INT32, Schema.INT64, Schema.FLOAT32,
