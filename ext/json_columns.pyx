@@ -18,7 +18,12 @@ is not a field, a nested value, a number out of int64 or not finite, a
 negative zero in a number field, a control character or a lone surrogate
 in a string, a key with an escape, bytes after the payload -- returns
 None: the converter then reads the batch as before (pyarrow's reader, or
-record by record), which decides it or names the error.
+record by record), which decides it or names the error. So it does when
+strtod's decimal point is not "." (a program that set LC_NUMERIC).
+
+``decode_objects``: the schemaless JsonConverter's records, each one
+object of scalar values, into a column per key (batch_readers.py,
+schemaless_columns); kinds as Arrow infers them from the per-record dicts.
 """
 import numpy as np
 
@@ -32,6 +37,12 @@ cnp.import_array()
 
 DEF MAX_FIELDS = 64
 DEF MAX_NUMBER = 64       # a number token longer than this is left to the other readers
+
+
+cdef inline bint _c_numbers() noexcept nogil:
+    """Whether strtod reads "." as the decimal point (the C locale's
+    LC_NUMERIC, which Python keeps unless a program sets another)."""
+    return strtod("0.5", NULL) == 0.5
 
 
 cdef inline Py_ssize_t _ws(const uint8_t* b, Py_ssize_t p, Py_ssize_t end) noexcept nogil:
@@ -313,7 +324,7 @@ def decode_envelopes(const uint8_t[::1] data, const int32_t[::1] offsets, bytes 
     cdef Py_ssize_t used[MAX_FIELDS]
     cdef cnp.ndarray arr
     cdef bint ok = True
-    if nf == 0 or nf > MAX_FIELDS or n == 0 or buf == NULL:
+    if nf == 0 or nf > MAX_FIELDS or n == 0 or buf == NULL or not _c_numbers():
         return None
     keep = []           # the arrays (and names) the pointers point into
     out = []
@@ -523,7 +534,7 @@ def decode_objects(const uint8_t[::1] data, const int32_t[::1] offsets):
     cdef int got = 0
     cdef cnp.ndarray arr
     cdef int32_t* at
-    if n == 0 or buf == NULL:
+    if n == 0 or buf == NULL or not _c_numbers():
         return None
     c.count = 0
     cols = []
