@@ -28,7 +28,7 @@ COMMON = dict(
 # uses them.
 MODULES = ["crc32c", "layout", "builder", "reader", "columns", "batch_scan", "index", "offset_map",
            "shm_ring", "partitioner", "messages", "accumulator", "produce_fetch", "fetch_state",
-           "produce_wire", "leader_append", "avro_columns", "cdc_envelope", "pgoutput",
+           "produce_wire", "leader_append", "avro_columns", "json_columns", "cdc_envelope", "pgoutput",
            "copy_text", "produce_frames"]
 
 extensions = [

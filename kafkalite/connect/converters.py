@@ -630,11 +630,12 @@ def _payload_columns(column, prefix: bytes, schema: Schema):
     type it does not take, a null record or one of another layout, text
     that is not UTF-8, a payload that is not one object on one line, JSON
     Arrow reads and Python does not, a null in a required field, a number
-    out of its field's range, a float -0.0 (``-0`` is 0.0 per record)."""
+    out of its field's range, a float -0.0 (``-0`` is 0.0 per record).
+    Read by the compiled reader (batch_readers.envelope_columns), or, where
+    it declines, by pyarrow's JSON reader (_arrow_read)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.json as pj
     plain, logical = _arrow_types()
     if schema.type != "struct" or not schema.fields:
         return None
@@ -661,31 +662,11 @@ def _payload_columns(column, prefix: bytes, schema: Schema):
     try:
         if column.null_count or not pa.types.is_binary(column.type):
             return None
-        if not pc.all(pc.starts_with(column, pattern=prefix)).as_py() or \
-                not pc.all(pc.ends_with(column, pattern=b"}")).as_py():
-            return None
-        payloads = pc.binary_slice(column, len(prefix), -1)
-        # UTF-8, as the per-record decode() checks it: the prefix is the first record's
-        # decoded text and the last byte "}", so the payloads alone are left to check
-        payloads.cast(pa.string())
-        # one object per line: a payload that begins with "{" is one row or more (Arrow's
-        # reader crashes on a first line of null), and n rows from n of them is one each
-        if not pc.all(pc.starts_with(payloads, pattern=b"{")).as_py():
-            return None
-        lines = pc.binary_join_element_wise(payloads, pa.scalar(b""), pa.scalar(b"\n"))
-        at = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset:lines.offset + n + 1]
-        text = lines.buffers()[2][int(at[0]):int(at[-1])]
-        # no line break within a payload (the n after each are the join's) and no
-        # token of _NON_FINITE_TOKENS: bytes' own searches over the joined text (a regex
-        # per payload took about 2 ms of the 16 ms this reading took for 10,000 payloads)
-        raw = text.to_pybytes()
-        if raw.count(b"\n") != n or b"\r" in raw or \
-                any(t in raw for t in _NON_FINITE_TOKENS):
-            return None
-        table = pj.read_json(pa.BufferReader(text), parse_options=pj.ParseOptions(
-            explicit_schema=pa.schema(list(zip(names, read))),
-            unexpected_field_behavior="ignore"))
-        if table.num_rows != n:
+        from kafkalite.connect.batch_readers import envelope_columns
+        table = envelope_columns(column, prefix, names, read)
+        if table is None:
+            table = _arrow_read(column, prefix, names, read)
+        if table is None or table.num_rows != n:
             return None
         cols = []
         for f, col, t in zip(schema.fields, table.columns, want):
@@ -708,6 +689,40 @@ def _payload_columns(column, prefix: bytes, schema: Schema):
     except (pa.ArrowException, ValueError):
         # what Arrow refuses, the per-record decoder reads or names the error of
         return None
+
+
+def _arrow_read(column, prefix: bytes, names: list, read: list):
+    """The payloads of ``column`` read by pyarrow's JSON reader (joined one
+    a line) into columns of the ``read`` types, or None (_payload_columns)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+    n = len(column)
+    if not pc.all(pc.starts_with(column, pattern=prefix)).as_py() or \
+            not pc.all(pc.ends_with(column, pattern=b"}")).as_py():
+        return None
+    payloads = pc.binary_slice(column, len(prefix), -1)
+    # UTF-8, as the per-record decode() checks it: the prefix is the first record's
+    # decoded text and the last byte "}", so the payloads alone are left to check
+    payloads.cast(pa.string())
+    # one object per line: a payload that begins with "{" is one row or more (Arrow's
+    # reader crashes on a first line of null), and n rows from n of them is one each
+    if not pc.all(pc.starts_with(payloads, pattern=b"{")).as_py():
+        return None
+    lines = pc.binary_join_element_wise(payloads, pa.scalar(b""), pa.scalar(b"\n"))
+    at = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset:lines.offset + n + 1]
+    text = lines.buffers()[2][int(at[0]):int(at[-1])]
+    # no line break within a payload (the n after each are the join's) and no
+    # token of _NON_FINITE_TOKENS: bytes' own searches over the joined text (a regex
+    # per payload took about 2 ms of the 16 ms this reading took for 10,000 payloads)
+    raw = text.to_pybytes()
+    if raw.count(b"\n") != n or b"\r" in raw or \
+            any(t in raw for t in _NON_FINITE_TOKENS):
+        return None
+    return pj.read_json(pa.BufferReader(text), parse_options=pj.ParseOptions(
+        explicit_schema=pa.schema(list(zip(names, read))),
+        unexpected_field_behavior="ignore"))
 
 
 CONVERTERS = {

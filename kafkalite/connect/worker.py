@@ -115,6 +115,27 @@ class SinkTaskContext:
     def request_commit(self) -> None:
         self._runner.commit_requested = True
 
+    def current_lag(self, topic: str, partition: int) -> int | None:
+        """kafkalite's own, Kafka's Consumer.currentLag (KIP-695): the
+        records of a partition between the consumer's position and its end
+        (high watermark; last stable offset read_committed) as the last
+        fetch of it saw that end, with no request made; None where either
+        is unknown. A sink that buffers learns from it that it has read a
+        backlog to its end (iceberg.py then commits at once)."""
+        from kafkalite.client import TopicPartition
+        consumer = getattr(self._runner, "consumer", None)
+        if consumer is None:
+            return None
+        tp = TopicPartition(topic, partition)
+        try:
+            _, high = consumer.get_watermark_offsets(tp, cached=True)
+            position = consumer.position([tp])[0].offset
+        except Exception:       # noqa: BLE001 -- a client that keeps neither: unknown
+            return None
+        if high is None or high < 0 or position is None or position < 0:
+            return None
+        return max(high - position, 0)
+
     def assignment(self) -> list:
         return list(self._runner.assignment)
 

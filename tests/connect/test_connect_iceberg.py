@@ -161,6 +161,60 @@ def test_iceberg_schema_evolution_and_hourly_partitions_of_the_record_timestamp(
     assert parts == {T0 // 3_600_000 + h for h in range(3)}
 
 
+def test_a_backlog_read_to_its_end_is_committed_without_waiting_for_the_flush_interval(
+        server, topic_name, sink_name, tmp_path):
+    """A sink started behind a backlog (300 records, fetched a batch at a
+    time) commits the table and the group's offsets once it has read the
+    backlog to its end, not at the worker's next offset.flush.interval.ms
+    (a minute here); on the old code nothing was committed before it."""
+    from connect_helpers import Connect
+    create(server, topic_name, 2)
+    for lo in range(0, 300, 50):        # batches of 25 records a partition: a fetch each
+        produce_rows(server, topic_name, range(lo, lo + 50))
+    cat = catalog(tmp_path)
+    connect = Connect(server, offset_file=tmp_path / "offsets.json",
+                      **{"offset.flush.interval.ms": 60_000,
+                         "consumer.max.partition.fetch.bytes": 4096})
+    try:
+        connect.create(sink_name, **sink_config(tmp_path, topic_name, "lake.drained"))
+        wait_until(lambda: sorted(o["offset"]["kafka_offset"] for o in connect.http(
+            "GET", f"/connectors/{sink_name}/offsets").json()["offsets"]) == [150, 150],
+                   timeout=30, message="the group's offsets at the backlog's end")
+        assert as_tuples(table_rows(cat, "lake.drained")) == topic_rows(server, topic_name, 300)
+    finally:
+        connect.close()
+
+
+def test_a_task_keeping_up_with_a_stream_commits_at_the_interval_not_every_poll(
+        server, topic_name, sink_name, tmp_path):
+    """The other side of the backlog's commit: a task that reads each new
+    batch to the partitions' ends as it comes is never behind, so it asks
+    for no commit of its own (one snapshot per poll would swamp a table):
+    after the first put since open, which read that backlog to its end and
+    committed it, four more batches sit buffered until the worker's
+    interval (a minute here). A guard: the code before never committed
+    early."""
+    from connect_helpers import Connect
+    create(server, topic_name, 2)
+    cat = catalog(tmp_path)
+    connect = Connect(server, offset_file=tmp_path / "offsets.json",
+                      **{"offset.flush.interval.ms": 60_000})
+    try:
+        connect.create(sink_name, **sink_config(tmp_path, topic_name, "lake.steady"))
+        produce_rows(server, topic_name, range(10))
+        wait_until(lambda: len(table_rows(cat, "lake.steady")) == 10, timeout=30,
+                   message="the first batch committed")
+        runtime = connect.herder._connectors[sink_name]
+        task = runtime.tasks[0].task
+        for k in range(1, 5):
+            produce_rows(server, topic_name, range(10 * k, 10 * k + 10))
+            wait_until(lambda: task.buffered == 10 * k, timeout=30,
+                       message=lambda: f"{10 * k} records buffered ({task.buffered})")
+        assert len(cat.load_table("lake.steady").metadata.snapshots) == 1
+    finally:
+        connect.close()
+
+
 def test_bad_partition_spec_is_a_400_naming_the_field(connect, topic_name, tmp_path):
     r = connect.http("POST", "/connectors", json={"name": "bad", "config": sink_config(
         tmp_path, topic_name, "lake.bad", **{"iceberg.tables.default-partition-by": "week(at)"})})

@@ -323,6 +323,7 @@ class IcebergSinkTask(SinkTask):
         self.buffered = 0
         self.base: dict = {}       # (topic, partition) -> next offset, as the table has it
         self.commit_retries = 0    # commits that lost a race and were redone
+        self.behind = False        # reading a backlog: since open, or a put left records unread
 
     # -- the table --------------------------------------------------------------------
 
@@ -390,6 +391,8 @@ class IcebergSinkTask(SinkTask):
         return {} if table is None else table_offsets(table, self.group)
 
     def open(self, partitions):
+        # what the partitions hold already is a backlog: committed once read to its end
+        self.behind = True
         stored = self._resume_offsets()
         seek = {}
         for tp in partitions:
@@ -425,8 +428,7 @@ class IcebergSinkTask(SinkTask):
                 run = runs[key] = buf[-1]
             run.append(r)
         self._count()
-        if self.buffered >= self.flush_size:
-            self._commit()
+        self._after_put(runs)
 
     def put_batch(self, batch):
         """The batch path (module docstring): the batch's columns buffered
@@ -444,6 +446,7 @@ class IcebergSinkTask(SinkTask):
         parts = rows.column("partition").to_numpy(zero_copy_only=False).astype(np.int64)
         offsets = rows.column("offset").to_numpy(zero_copy_only=False)
         tp = (idx << 32) | parts
+        put = []
         for k in np.unique(tp).tolist():
             key = (topics[k >> 32], k & 0xFFFFFFFF)
             mine = tp == k
@@ -453,9 +456,36 @@ class IcebergSinkTask(SinkTask):
                 continue
             piece = table if mine.all() else table.filter(pa.array(mine))
             self.buffers.setdefault(key, []).append(_Rows(piece, int(offsets[mine][-1])))
+            put.append(key)
         self._count()
+        self._after_put(put)
+
+    def _after_put(self, keys) -> None:
+        """A commit once ``flush.size`` records are buffered; and, when a
+        backlog has just been read to its end (the consumer, behind since
+        open or at an earlier put, has now fetched every partition of the
+        task up to the end its last fetch saw: current_lag 0), a commit asked of
+        the worker at once, which would otherwise come up to
+        ``offset.flush.interval.ms`` later with nothing left to read
+        meanwhile. A task keeping up with a steady stream is never behind,
+        so it still commits at the worker's interval, not every poll."""
+        request = getattr(self.context, "request_commit", None)
         if self.buffered >= self.flush_size:
             self._commit()
+            if request is not None:
+                request()               # the group's offsets follow the table's
+            return
+        lag = getattr(self.context, "current_lag", None)
+        if lag is None or request is None or not keys:
+            return
+        # every partition the task has, not only this put's: another may still be behind
+        assigned = getattr(self.context, "assignment", None)
+        keys = set(keys) | set(assigned() if assigned is not None else ())
+        if any(lag(topic, partition) != 0 for topic, partition in keys):
+            self.behind = True
+        elif self.behind and self.buffered:
+            self.behind = False
+            request()
 
     def _value_columns(self, batch):
         """The ``value`` format's table of ``batch`` (arrow_table's columns
