@@ -10,6 +10,14 @@ classic half of Kafka's ``GroupMetadataManager``, its ``ClassicGroup``).
   member supports, and the leader's member list. The leader computes the
   assignment (client side, kafkalite/client/assignors.py) and hands it over
   in SyncGroup; the group is then Stable.
+- After a restart the members come back with their generation and a
+  fresh session (``load``). One whose client gave up its membership while
+  the coordinator was away -- librdkafka drops its member id when its own
+  session runs out without an answer, and joins anew, sending no
+  LeaveGroup -- is replaced by that client's new member at once
+  (``_replace_abandoned``): the rebalance its join starts would otherwise
+  wait a whole session for the old member, and a kill during that wait
+  started it again (issue 68: a group starved through repeated restarts).
 - Static membership (``group.instance.id``, KIP-345): a member that comes
   back under the same instance id while its session is alive takes its old
   place (and assignment) without a rebalance; the old incarnation is fenced.
@@ -90,7 +98,7 @@ class ClassicGroupManager:
                 m = Member(mv["member_id"], mv["group_instance_id"], mv["client_id"],
                            mv["client_host"], mv["session_timeout"], mv["rebalance_timeout"],
                            g.protocol_type or "", [(g.protocol_name, mv["subscription"])],
-                           mv["assignment"], last_heartbeat=now)
+                           mv["assignment"], last_heartbeat=now, restored=True)
                 g.members[m.member_id] = m
                 if m.group_instance_id:
                     g.static[m.group_instance_id] = m.member_id
@@ -296,11 +304,15 @@ class ClassicGroupManager:
             if ctx.api_version >= 4:
                 g.pending[new_id] = time.monotonic() + session / 1000.0
                 return self._join_error(new_id, errors.MemberIdRequiredError.code)
-            return self._add_member(g, new_member(new_id), ctx, f"member {new_id} joined")
+            m = new_member(new_id)
+            self._replace_abandoned(g, m)
+            return self._add_member(g, m, ctx, f"member {new_id} joined")
 
         if member_id in g.pending:
             del g.pending[member_id]
-            return self._add_member(g, new_member(member_id), ctx, f"member {member_id} joined")
+            m = new_member(member_id)
+            self._replace_abandoned(g, m)
+            return self._add_member(g, m, ctx, f"member {member_id} joined")
         m = g.members.get(member_id)
         if instance and g.static.get(instance) not in (None, member_id):
             return self._join_error(member_id, errors.FencedInstanceIdError.code)
@@ -310,6 +322,7 @@ class ClassicGroupManager:
         m.protocols = protocols
         m.session_timeout_ms, m.rebalance_timeout_ms = session, rebalance
         m.last_heartbeat = time.monotonic()
+        m.restored = False
         if g.state == PREPARING_REBALANCE:
             self._await_join(m, ctx)
             self._maybe_complete_join(g)
@@ -342,6 +355,26 @@ class ClassicGroupManager:
             if mid != exclude:
                 names &= {name for name, _ in m.protocols}
         return bool(names)
+
+    def _replace_abandoned(self, g: Group, new: Member) -> None:
+        """Remove the member that dynamic member ``new`` was before a restart
+        of this coordinator: one taken back from the log and not heard from
+        since, of the same client id and host. librdkafka gives up its
+        membership when its session runs out without an answer (a slow
+        restart) and joins with no member id; its old member would never
+        rejoin, and the rebalance would wait for it until its session ran
+        out here too. Two clients of one id on one host (librdkafka's
+        default client.id is "rdkafka") may be told apart wrongly: the
+        other's next request is then answered UNKNOWN_MEMBER_ID and it joins
+        again, one more rebalance, as after any expired session."""
+        for mid, old in g.members.items():
+            if (old.restored and old.group_instance_id is None and not new.group_instance_id
+                    and (old.client_id, old.client_host) == (new.client_id, new.client_host)):
+                log.info("group %s: member %s (client %s at %s) joined again as %s, its own "
+                         "session over while the coordinator restarted; removing %s",
+                         g.group_id, mid, old.client_id, old.client_host, new.member_id, mid)
+                self._remove_member(g, mid)
+                return
 
     def _add_member(self, g: Group, m: Member, ctx: RequestContext, reason: str):
         if g.protocol_type is None or not g.members:
@@ -451,6 +484,7 @@ class ClassicGroupManager:
                     "protocol_name": None, "assignment": b""}
         m = g.members[member_id]
         m.last_heartbeat = time.monotonic()
+        m.restored = False
         if g.state == STABLE:
             return {"throttle_time_ms": 0, "error_code": NONE, "protocol_type": g.protocol_type,
                     "protocol_name": g.protocol_name, "assignment": m.assignment}
@@ -481,7 +515,8 @@ class ClassicGroupManager:
         code = self.check_member(g, member_id, body.get("group_instance_id"),
                                   body["generation_id"])
         if code == NONE:
-            g.members[member_id].last_heartbeat = time.monotonic()
+            m = g.members[member_id]
+            m.last_heartbeat, m.restored = time.monotonic(), False
             if g.state == PREPARING_REBALANCE:
                 code = errors.RebalanceInProgressError.code
         elif g is not None and g.state == EMPTY and code == errors.IllegalGenerationError.code:
