@@ -78,11 +78,16 @@ def _remove_leftovers(directory: str) -> None:
 
 
 def load(directory: str, config: LogConfig, checkpoints=None,
-         remote_span: tuple[int, int] | None = None) -> LoadedLog:
+         remote_span: tuple[int, int] | None = None, flush_recovered: bool = True) -> LoadedLog:
     """``checkpoints``: the owner's CheckpointFile, if it keeps the
     partition's checkpoint (checkpoint.py). ``remote_span``: a tiered log's
     first and last remote offsets; when they reach the first local
-    segment, the log start may lie below it (down to the remote start)."""
+    segment, the log start may lie below it (down to the remote start).
+    ``flush_recovered`` False: segments that recovery scanned and left as
+    they were are not fsynced, and the recovery point stays where the
+    checkpoint had it (Kafka's LogLoader moves it only with a flush); the
+    next unclean open scans them again, as it scans the active segment
+    anyway. A recovery that cut or salvaged bytes still flushes."""
     os.makedirs(directory, exist_ok=True)
     marker = os.path.join(directory, CLEAN_SHUTDOWN_MARKER)
     clean = os.path.exists(marker)
@@ -141,11 +146,12 @@ def load(directory: str, config: LogConfig, checkpoints=None,
             damage.append(what)
     segments = kept
     recovered = len(scanned)
-    for seg in scanned:
-        seg.flush()
-    if scanned:
-        fsync_dir(directory)
-    recovery_point = segments[-1].next_offset if segments else start_from_checkpoint
+    if clean or flush_recovered or truncated or salvaged:
+        for seg in scanned:
+            seg.flush()
+        if scanned:
+            fsync_dir(directory)
+        recovery_point = segments[-1].next_offset if segments else start_from_checkpoint
 
     if not segments:
         segments = [LogSegment(directory, start_from_checkpoint, config, create=True)]
