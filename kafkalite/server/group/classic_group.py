@@ -358,23 +358,28 @@ class ClassicGroupManager:
 
     def _replace_abandoned(self, g: Group, new: Member) -> None:
         """Remove the member that dynamic member ``new`` was before a restart
-        of this coordinator: one taken back from the log and not heard from
-        since, of the same client id and host. librdkafka gives up its
-        membership when its session runs out without an answer (a slow
-        restart) and joins with no member id; its old member would never
-        rejoin, and the rebalance would wait for it until its session ran
-        out here too. Two clients of one id on one host (librdkafka's
-        default client.id is "rdkafka") may be told apart wrongly: the
-        other's next request is then answered UNKNOWN_MEMBER_ID and it joins
-        again, one more rebalance, as after any expired session."""
-        for mid, old in g.members.items():
-            if (old.restored and old.group_instance_id is None and not new.group_instance_id
-                    and (old.client_id, old.client_host) == (new.client_id, new.client_host)):
-                log.info("group %s: member %s (client %s at %s) joined again as %s, its own "
-                         "session over while the coordinator restarted; removing %s",
-                         g.group_id, mid, old.client_id, old.client_host, new.member_id, mid)
-                self._remove_member(g, mid)
-                return
+        of this coordinator: one taken back from the log that has not joined
+        or synced since, of the same client id and host (of several, the
+        one heard from least recently). librdkafka gives up its membership
+        when its session runs out without an answer (a slow restart) and
+        joins with no member id; its old member would never rejoin, and the
+        rebalance would wait for it until its session ran out here too.
+        Heartbeats do not count: the one in flight when the old coordinator
+        died is re-sent to this one by the worker that relayed it, after
+        the client gave up on it. Two clients of one id on one host
+        (librdkafka's default client.id is "rdkafka") may be told apart
+        wrongly: the other's next heartbeat is answered UNKNOWN_MEMBER_ID
+        and it joins anew, taking the place of the one left."""
+        candidates = [m for m in g.members.values()
+                      if m.restored and m.group_instance_id is None
+                      and (m.client_id, m.client_host) == (new.client_id, new.client_host)]
+        if new.group_instance_id or not candidates:
+            return
+        old = min(candidates, key=lambda m: m.last_heartbeat)
+        log.info("group %s: member %s (client %s at %s) joined again as %s, its own session "
+                 "over while the coordinator restarted; removing %s", g.group_id, old.member_id,
+                 old.client_id, old.client_host, new.member_id, old.member_id)
+        self._remove_member(g, old.member_id)
 
     def _add_member(self, g: Group, m: Member, ctx: RequestContext, reason: str):
         if g.protocol_type is None or not g.members:
@@ -515,8 +520,10 @@ class ClassicGroupManager:
         code = self.check_member(g, member_id, body.get("group_instance_id"),
                                   body["generation_id"])
         if code == NONE:
-            m = g.members[member_id]
-            m.last_heartbeat, m.restored = time.monotonic(), False
+            # (not a sign of life that clears ``restored``: a heartbeat sent
+            # to the dead coordinator reaches this one, re-sent by the worker
+            # that relayed it, after its client gave up waiting for it)
+            g.members[member_id].last_heartbeat = time.monotonic()
             if g.state == PREPARING_REBALANCE:
                 code = errors.RebalanceInProgressError.code
         elif g is not None and g.state == EMPTY and code == errors.IllegalGenerationError.code:

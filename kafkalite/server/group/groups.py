@@ -77,8 +77,8 @@ class Member:
     join: RequestContext | None = None       # a JoinGroup awaiting its answer
     sync: RequestContext | None = None       # a SyncGroup awaiting its answer
     last_heartbeat: float = 0.0
-    # taken back from __consumer_offsets at this coordinator's start and
-    # not heard from since (classic_group.py, _replace_abandoned)
+    # taken back from __consumer_offsets at this coordinator's start, and
+    # has not joined or synced since (classic_group.py, _replace_abandoned)
     restored: bool = False
 
     def metadata(self, protocol: str | None) -> bytes:
