@@ -14,7 +14,12 @@ Runs once per open, before anything else touches the directory:
    damaged stretch is cut out and the rest becomes a segment of its own,
    leaving a gap of offsets, reported in ``damage``), else truncate there
    (a torn tail); later segments are kept. Rebuild indexes, then fsync what was
-   recovered so the recovery point can move to the log end. A recovered
+   recovered so the recovery point can move to the log end -- unless the
+   owner asks not to (``flush_recovered`` False, the coordinators' internal
+   topics) and recovery cut or salvaged nothing: then the recovery point
+   stays where the checkpoint had it, as Kafka's LogLoader moves it only
+   with a flush, and the next unclean open scans those segments again (it
+   scans the active one whatever the recovery point says). A recovered
    segment's transaction index must hold exactly its ABORT markers: one
    that does not (an entry past the truncation, or one lost with the
    tail) is reset, and the log refills it from the markers when it
@@ -82,12 +87,7 @@ def load(directory: str, config: LogConfig, checkpoints=None,
     """``checkpoints``: the owner's CheckpointFile, if it keeps the
     partition's checkpoint (checkpoint.py). ``remote_span``: a tiered log's
     first and last remote offsets; when they reach the first local
-    segment, the log start may lie below it (down to the remote start).
-    ``flush_recovered`` False: segments that recovery scanned and left as
-    they were are not fsynced, and the recovery point stays where the
-    checkpoint had it (Kafka's LogLoader moves it only with a flush); the
-    next unclean open scans them again, as it scans the active segment
-    anyway. A recovery that cut or salvaged bytes still flushes."""
+    segment, the log start may lie below it (down to the remote start). ``flush_recovered``: 3."""
     os.makedirs(directory, exist_ok=True)
     marker = os.path.join(directory, CLEAN_SHUTDOWN_MARKER)
     clean = os.path.exists(marker)

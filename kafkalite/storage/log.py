@@ -180,9 +180,7 @@ class PartitionLog:
         tiered when it is given and ``remote.storage.enable`` is true.
         ``remote_leadership``: the owner will say whether this replica leads
         (``remote.lead``/``remote.follow``), and the remote log metadata is
-        then the one the replicas share in the store. ``flush_recovered``:
-        loader.load's (False: what recovery scanned and left intact is not
-        fsynced at the open)."""
+        then the one the replicas share in the store. ``flush_recovered``: loader.load's."""
         config = config or LogConfig()
         clock = clock or _wall_clock_ms
         remote = None

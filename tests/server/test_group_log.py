@@ -26,7 +26,8 @@ def test_a_restart_replays_each_keys_last_value_and_decodes_only_that(tmp_path, 
     store = GroupMetadataLog(str(tmp_path), 4)
     index = store.partition_for("g")
     for i in range(COMMITS):
-        store.write_offsets("g", {("t", 0): OffsetAndMetadata(i), ("t", 1): OffsetAndMetadata(2 * i),
+        store.write_offsets("g", {("t", 0): OffsetAndMetadata(i),
+                                  ("t", 1): OffsetAndMetadata(2 * i),
                                   ("gone", 0): OffsetAndMetadata(i)}, 1_000 + i)
         if i % 100 == 0:
             store.write_group("g", group_value(i // 100), 1_000 + i)

@@ -304,15 +304,11 @@ class ClassicGroupManager:
             if ctx.api_version >= 4:
                 g.pending[new_id] = time.monotonic() + session / 1000.0
                 return self._join_error(new_id, errors.MemberIdRequiredError.code)
-            m = new_member(new_id)
-            self._replace_abandoned(g, m)
-            return self._add_member(g, m, ctx, f"member {new_id} joined")
+            return self._add_member(g, new_member(new_id), ctx, f"member {new_id} joined")
 
         if member_id in g.pending:
             del g.pending[member_id]
-            m = new_member(member_id)
-            self._replace_abandoned(g, m)
-            return self._add_member(g, m, ctx, f"member {member_id} joined")
+            return self._add_member(g, new_member(member_id), ctx, f"member {member_id} joined")
         m = g.members.get(member_id)
         if instance and g.static.get(instance) not in (None, member_id):
             return self._join_error(member_id, errors.FencedInstanceIdError.code)
@@ -321,8 +317,7 @@ class ClassicGroupManager:
         changed = m.protocols != protocols
         m.protocols = protocols
         m.session_timeout_ms, m.rebalance_timeout_ms = session, rebalance
-        m.last_heartbeat = time.monotonic()
-        m.restored = False
+        m.last_heartbeat, m.restored = time.monotonic(), False
         if g.state == PREPARING_REBALANCE:
             self._await_join(m, ctx)
             self._maybe_complete_join(g)
@@ -382,6 +377,7 @@ class ClassicGroupManager:
         self._remove_member(g, old.member_id)
 
     def _add_member(self, g: Group, m: Member, ctx: RequestContext, reason: str):
+        self._replace_abandoned(g, m)
         if g.protocol_type is None or not g.members:
             g.protocol_type = m.protocol_type
         g.members[m.member_id] = m
