@@ -354,17 +354,19 @@ class ClassicGroupManager:
     def _replace_abandoned(self, g: Group, new: Member) -> None:
         """Remove the member that dynamic member ``new`` was before a restart
         of this coordinator: one taken back from the log that has not joined
-        or synced since, of the same client id and host (of several, the
-        one heard from least recently). librdkafka gives up its membership
-        when its session runs out without an answer (a slow restart) and
-        joins with no member id; its old member would never rejoin, and the
-        rebalance would wait for it until its session ran out here too.
-        Heartbeats do not count: the one in flight when the old coordinator
-        died is re-sent to this one by the worker that relayed it, after
-        the client gave up on it. Two clients of one id on one host
-        (librdkafka's default client.id is "rdkafka") may be told apart
-        wrongly: the other's next heartbeat is answered UNKNOWN_MEMBER_ID
-        and it joins anew, taking the place of the one left."""
+        or synced since nor sent a second heartbeat, of the same client id
+        and host (of several, the one heard from least recently). librdkafka
+        gives up its membership when its session runs out without an answer
+        (a slow restart) and joins with no member id; its old member would
+        never rejoin, and the rebalance would wait for it until its session
+        ran out here too. A first heartbeat does not count: the one in
+        flight when the old coordinator died is re-sent to this one by the
+        worker that relayed it, after the client gave up on it. Two clients
+        of one id on one host (librdkafka's default client.id is "rdkafka")
+        may be told apart wrongly, until the group's first rebalance after
+        the restart has every member join: the other's next heartbeat is
+        then answered UNKNOWN_MEMBER_ID and it joins anew, taking the place
+        of the one left."""
         candidates = [m for m in g.members.values()
                       if m.restored and m.group_instance_id is None
                       and (m.client_id, m.client_host) == (new.client_id, new.client_host)]
@@ -516,10 +518,14 @@ class ClassicGroupManager:
         code = self.check_member(g, member_id, body.get("group_instance_id"),
                                   body["generation_id"])
         if code == NONE:
-            # (not a sign of life that clears ``restored``: a heartbeat sent
-            # to the dead coordinator reaches this one, re-sent by the worker
-            # that relayed it, after its client gave up waiting for it)
-            g.members[member_id].last_heartbeat = time.monotonic()
+            m = g.members[member_id]
+            m.last_heartbeat = time.monotonic()
+            # a restored member's first heartbeat is no sign of life: the one
+            # in flight to the dead coordinator (a client has one at a time)
+            # is re-sent to this one by the worker that relayed it, maybe
+            # after its client gave up waiting for it; a second one is
+            m.heartbeats_since_restored += m.restored
+            m.restored = m.restored and m.heartbeats_since_restored < 2
             if g.state == PREPARING_REBALANCE:
                 code = errors.RebalanceInProgressError.code
         elif g is not None and g.state == EMPTY and code == errors.IllegalGenerationError.code:
