@@ -83,11 +83,13 @@ def _remove_leftovers(directory: str) -> None:
 
 
 def load(directory: str, config: LogConfig, checkpoints=None,
-         remote_span: tuple[int, int] | None = None, flush_recovered: bool = True) -> LoadedLog:
+         remote_span: tuple[int, int] | None = None,
+         flush_recovered: bool = True) -> LoadedLog:
     """``checkpoints``: the owner's CheckpointFile, if it keeps the
     partition's checkpoint (checkpoint.py). ``remote_span``: a tiered log's
-    first and last remote offsets; when they reach the first local
-    segment, the log start may lie below it (down to the remote start). ``flush_recovered``: 3."""
+    first and last remote offsets; when they reach the first local segment,
+    the log start may lie below it (down to the remote start).
+    ``flush_recovered``: step 3 above."""
     os.makedirs(directory, exist_ok=True)
     marker = os.path.join(directory, CLEAN_SHUTDOWN_MARKER)
     clean = os.path.exists(marker)
