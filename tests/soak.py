@@ -61,6 +61,9 @@ SETTINGS: dict[str, tuple[float, float, str]] = {
     "KAFKALITE_TXN_SUPERVISOR_KILLS": (3, 50,
                                        "supervisor kills under a transactional producer "
                                        "(tests/server/test_adoption.py)"),
+    "KAFKALITE_GROUP_SUPERVISOR_KILLS": (2, 30,
+                                         "supervisor kills, 8-25 s apart, under a librdkafka "
+                                         "consumer group (tests/server/test_adoption.py)"),
     "KAFKALITE_CLUSTER_KILLS": (2, 20, "node kills of a cluster (tests/server/test_cluster_nodes.py)"),
     "KAFKALITE_SHARE_RECORDS": (1000, 30_000,
                                 "records through share groups (tests/server/test_share_groups.py)"),

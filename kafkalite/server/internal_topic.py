@@ -126,7 +126,12 @@ class InternalTopicLog:
         directories = [os.path.join(data_dir, f"{topic}-{i}") for i in range(partitions)]
 
         def open_log(directory: str) -> PartitionLog:
-            plog = PartitionLog.open(directory, config)
+            # after a crash, what recovery found intact is not fsynced here
+            # (four fsyncs a partition, on a disk other processes keep busy:
+            # the next coordinator's start waited on them, issue 68); the
+            # page cache outlives a killed process, and an unclean open scans
+            # the active segment again whatever the recovery point says
+            plog = PartitionLog.open(directory, config, flush_recovered=False)
             # the leader epoch's checkpoint fsyncs here, in parallel, rather
             # than one by one in make_leader below (as a worker's assign)
             plog.leader_epoch_cache.assign(max(plog.leader_epoch, 0), plog.log_end_offset)

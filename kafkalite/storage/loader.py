@@ -14,7 +14,12 @@ Runs once per open, before anything else touches the directory:
    damaged stretch is cut out and the rest becomes a segment of its own,
    leaving a gap of offsets, reported in ``damage``), else truncate there
    (a torn tail); later segments are kept. Rebuild indexes, then fsync what was
-   recovered so the recovery point can move to the log end. A recovered
+   recovered so the recovery point can move to the log end -- unless the
+   owner asks not to (``flush_recovered`` False, the coordinators' internal
+   topics) and recovery cut or salvaged nothing: then the recovery point
+   stays where the checkpoint had it, as Kafka's LogLoader moves it only
+   with a flush, and the next unclean open scans those segments again (it
+   scans the active one whatever the recovery point says). A recovered
    segment's transaction index must hold exactly its ABORT markers: one
    that does not (an entry past the truncation, or one lost with the
    tail) is reset, and the log refills it from the markers when it
@@ -78,11 +83,13 @@ def _remove_leftovers(directory: str) -> None:
 
 
 def load(directory: str, config: LogConfig, checkpoints=None,
-         remote_span: tuple[int, int] | None = None) -> LoadedLog:
+         remote_span: tuple[int, int] | None = None,
+         flush_recovered: bool = True) -> LoadedLog:
     """``checkpoints``: the owner's CheckpointFile, if it keeps the
     partition's checkpoint (checkpoint.py). ``remote_span``: a tiered log's
-    first and last remote offsets; when they reach the first local
-    segment, the log start may lie below it (down to the remote start)."""
+    first and last remote offsets; when they reach the first local segment,
+    the log start may lie below it (down to the remote start).
+    ``flush_recovered``: step 3 above."""
     os.makedirs(directory, exist_ok=True)
     marker = os.path.join(directory, CLEAN_SHUTDOWN_MARKER)
     clean = os.path.exists(marker)
@@ -141,11 +148,12 @@ def load(directory: str, config: LogConfig, checkpoints=None,
             damage.append(what)
     segments = kept
     recovered = len(scanned)
-    for seg in scanned:
-        seg.flush()
-    if scanned:
-        fsync_dir(directory)
-    recovery_point = segments[-1].next_offset if segments else start_from_checkpoint
+    if clean or flush_recovered or truncated or salvaged:
+        for seg in scanned:
+            seg.flush()
+        if scanned:
+            fsync_dir(directory)
+        recovery_point = segments[-1].next_offset if segments else start_from_checkpoint
 
     if not segments:
         segments = [LogSegment(directory, start_from_checkpoint, config, create=True)]

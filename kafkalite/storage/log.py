@@ -170,7 +170,8 @@ class PartitionLog:
     def open(cls, directory: str, config: LogConfig | None = None, *,
              clock: Callable[[], int] | None = None,
              checkpoints: CheckpointFile | None = None,
-             remote_storage=None, remote_leadership: bool = False) -> "PartitionLog":
+             remote_storage=None, remote_leadership: bool = False,
+             flush_recovered: bool = True) -> "PartitionLog":
         """Open (creating if needed) the partition in ``directory``, running
         recovery if it was not closed cleanly. ``checkpoints``: the owner's
         CheckpointFile, where the checkpoint is kept while the log is open
@@ -179,7 +180,7 @@ class PartitionLog:
         tiered when it is given and ``remote.storage.enable`` is true.
         ``remote_leadership``: the owner will say whether this replica leads
         (``remote.lead``/``remote.follow``), and the remote log metadata is
-        then the one the replicas share in the store."""
+        then the one the replicas share in the store. ``flush_recovered``: loader.load's."""
         config = config or LogConfig()
         clock = clock or _wall_clock_ms
         remote = None
@@ -192,7 +193,8 @@ class PartitionLog:
         span = None
         if remote is not None and remote.log_start_offset is not None:
             span = (remote.log_start_offset, remote.highest_offset)
-        state = loader.load(directory, config, checkpoints, remote_span=span)
+        state = loader.load(directory, config, checkpoints, remote_span=span,
+                            flush_recovered=flush_recovered)
         plog = cls(directory, config, state, clock)
         plog.remote = remote
         plog._checkpoints = checkpoints

@@ -63,9 +63,9 @@ class Harness:
         RequestDispatcher("coordinator", self.coord.handlers()).dispatch(ctx, decoded)
         return self._cid
 
-    def call(self, api, body, version=None):
+    def call(self, api, body, version=None, client_id="test"):
         """Send and return the answer, which must have come at once."""
-        cid = self.send(api, body, version)
+        cid = self.send(api, body, version, client_id)
         assert cid in self.replies, f"{api.name} was not answered at once"
         return self.replies.pop(cid)
 
@@ -91,11 +91,12 @@ def join_body(group, member_id="", instance=None, session=10_000, topics=("order
             "reason": None}
 
 
-def join_new(h, group, **kw):
+def join_new(h, group, client_id="test", **kw):
     """A new dynamic member: MEMBER_ID_REQUIRED, then the real join (deferred)."""
-    first = h.call(ApiKey.JOIN_GROUP, join_body(group, **kw))
+    first = h.call(ApiKey.JOIN_GROUP, join_body(group, **kw), client_id=client_id)
     assert first["error_code"] == errors.MemberIdRequiredError.code
-    return first["member_id"], h.send(ApiKey.JOIN_GROUP, join_body(group, first["member_id"], **kw))
+    return first["member_id"], h.send(ApiKey.JOIN_GROUP, join_body(group, first["member_id"], **kw),
+                                      client_id=client_id)
 
 
 def sync(h, group, gen, member_id, assignments=()):
@@ -258,6 +259,40 @@ def test_state_survives_a_restart(h):
     # members carry on in their generation, and get their assignment back
     assert heartbeat(h, "g", gen, b) == 0
     assert h.answer(sync(h, "g", gen, b))["assignment"] == assignment([("orders", 2)])
+
+
+def test_a_member_whose_client_gave_up_during_a_restart_is_replaced_at_its_new_join(h):
+    """After a restart, a client whose own session ran out while the
+    coordinator was away (librdkafka drops its member id then, and joins
+    with none, sending no LeaveGroup) takes the place of its old member at
+    once: the rebalance its join starts waits for the members still alive,
+    not a session for one that will never rejoin (issue 68 item 4; before,
+    the old member stayed until its session ran out here, 10 s and more)."""
+    gen, a, b = stable_pair(h)           # both of client id "test", as the joins below
+    h.reopen()
+    for _ in range(2):      # b kept its membership: heartbeats, not replaced
+        assert heartbeat(h, "g", gen, b) == 0
+    # a's heartbeat in flight when the coordinator died, re-sent by the
+    # worker that relayed it (its client gave up waiting for the answer)
+    assert heartbeat(h, "g", gen, a) == 0
+    # a member of another client id replaces no one
+    other, j_other = join_new(h, "g", client_id="other")
+    assert set(h.coord.groups["g"].members) == {a, b, other}
+    assert h.answer(h.send(ApiKey.LEAVE_GROUP, {"group_id": "g", "member_id": other,
+                                                "members": [{"member_id": other,
+                                                             "group_instance_id": None,
+                                                             "reason": None}]}))
+    assert h.answer(j_other)["error_code"] == errors.UnknownMemberIdError.code
+    # a's client comes back as a new member
+    c, jc = join_new(h, "g")
+    assert set(h.coord.groups["g"].members) == {b, c}
+    assert h.answer(jc) is None                       # waits for b, which is alive
+    assert heartbeat(h, "g", gen, b) == errors.RebalanceInProgressError.code
+    rb, rc = h.answer(h.send(ApiKey.JOIN_GROUP, join_body("g", b))), h.answer(jc)
+    assert rb["error_code"] == rc["error_code"] == 0
+    assert rb["generation_id"] == rc["generation_id"] == gen + 1
+    # the old member is gone: its client learns so if it was not the one
+    assert heartbeat(h, "g", gen + 1, a) == errors.UnknownMemberIdError.code
 
 
 def test_offsets_of_empty_groups_expire(h):

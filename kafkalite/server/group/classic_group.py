@@ -10,6 +10,14 @@ classic half of Kafka's ``GroupMetadataManager``, its ``ClassicGroup``).
   member supports, and the leader's member list. The leader computes the
   assignment (client side, kafkalite/client/assignors.py) and hands it over
   in SyncGroup; the group is then Stable.
+- After a restart the members come back with their generation and a
+  fresh session (``load``). One whose client gave up its membership while
+  the coordinator was away -- librdkafka drops its member id when its own
+  session runs out without an answer, and joins anew, sending no
+  LeaveGroup -- is replaced by that client's new member at once
+  (``_replace_abandoned``): the rebalance its join starts would otherwise
+  wait a whole session for the old member, and a kill during that wait
+  started it again (issue 68: a group starved through repeated restarts).
 - Static membership (``group.instance.id``, KIP-345): a member that comes
   back under the same instance id while its session is alive takes its old
   place (and assignment) without a rebalance; the old incarnation is fenced.
@@ -90,7 +98,7 @@ class ClassicGroupManager:
                 m = Member(mv["member_id"], mv["group_instance_id"], mv["client_id"],
                            mv["client_host"], mv["session_timeout"], mv["rebalance_timeout"],
                            g.protocol_type or "", [(g.protocol_name, mv["subscription"])],
-                           mv["assignment"], last_heartbeat=now)
+                           mv["assignment"], last_heartbeat=now, restored=True)
                 g.members[m.member_id] = m
                 if m.group_instance_id:
                     g.static[m.group_instance_id] = m.member_id
@@ -309,7 +317,7 @@ class ClassicGroupManager:
         changed = m.protocols != protocols
         m.protocols = protocols
         m.session_timeout_ms, m.rebalance_timeout_ms = session, rebalance
-        m.last_heartbeat = time.monotonic()
+        m.last_heartbeat, m.restored = time.monotonic(), False
         if g.state == PREPARING_REBALANCE:
             self._await_join(m, ctx)
             self._maybe_complete_join(g)
@@ -343,7 +351,35 @@ class ClassicGroupManager:
                 names &= {name for name, _ in m.protocols}
         return bool(names)
 
+    def _replace_abandoned(self, g: Group, new: Member) -> None:
+        """Remove the member that dynamic member ``new`` was before a restart
+        of this coordinator: one taken back from the log that has not joined
+        or synced since nor sent a second heartbeat, of the same client id
+        and host (of several, the one heard from least recently). librdkafka
+        gives up its membership when its session runs out without an answer
+        (a slow restart) and joins with no member id; its old member would
+        never rejoin, and the rebalance would wait for it until its session
+        ran out here too. A first heartbeat does not count: the one in
+        flight when the old coordinator died is re-sent to this one by the
+        worker that relayed it, after the client gave up on it. Two clients
+        of one id on one host (librdkafka's default client.id is "rdkafka")
+        may be told apart wrongly, until the group's first rebalance after
+        the restart has every member join: the other's next heartbeat is
+        then answered UNKNOWN_MEMBER_ID and it joins anew, taking the place
+        of the one left."""
+        candidates = [m for m in g.members.values()
+                      if m.restored and m.group_instance_id is None
+                      and (m.client_id, m.client_host) == (new.client_id, new.client_host)]
+        if new.group_instance_id or not candidates:
+            return
+        old = min(candidates, key=lambda m: m.last_heartbeat)
+        log.info("group %s: member %s (client %s at %s) joined again as %s, its own session "
+                 "over while the coordinator restarted; removing %s", g.group_id, old.member_id,
+                 old.client_id, old.client_host, new.member_id, old.member_id)
+        self._remove_member(g, old.member_id)
+
     def _add_member(self, g: Group, m: Member, ctx: RequestContext, reason: str):
+        self._replace_abandoned(g, m)
         if g.protocol_type is None or not g.members:
             g.protocol_type = m.protocol_type
         g.members[m.member_id] = m
@@ -451,6 +487,7 @@ class ClassicGroupManager:
                     "protocol_name": None, "assignment": b""}
         m = g.members[member_id]
         m.last_heartbeat = time.monotonic()
+        m.restored = False
         if g.state == STABLE:
             return {"throttle_time_ms": 0, "error_code": NONE, "protocol_type": g.protocol_type,
                     "protocol_name": g.protocol_name, "assignment": m.assignment}
@@ -481,7 +518,14 @@ class ClassicGroupManager:
         code = self.check_member(g, member_id, body.get("group_instance_id"),
                                   body["generation_id"])
         if code == NONE:
-            g.members[member_id].last_heartbeat = time.monotonic()
+            m = g.members[member_id]
+            m.last_heartbeat = time.monotonic()
+            # a restored member's first heartbeat is no sign of life: the one
+            # in flight to the dead coordinator (a client has one at a time)
+            # is re-sent to this one by the worker that relayed it, maybe
+            # after its client gave up waiting for it; a second one is
+            m.heartbeats_since_restored += m.restored
+            m.restored = m.restored and m.heartbeats_since_restored < 2
             if g.state == PREPARING_REBALANCE:
                 code = errors.RebalanceInProgressError.code
         elif g is not None and g.state == EMPTY and code == errors.IllegalGenerationError.code:

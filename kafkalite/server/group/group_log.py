@@ -125,29 +125,48 @@ class GroupMetadataLog(InternalTopicLog):
     # ---- loading ----------------------------------------------------------------------------
 
     def load(self) -> LoadedGroups:
-        """Replay every partition, tombstones and transaction markers applied."""
+        """Replay every partition, tombstones and transaction markers applied.
+
+        Only each key's last value is decoded: the log is read in order
+        keeping the raw bytes of each key's latest value (a committed
+        transaction's offsets where its marker stands), then each survivor
+        is decoded once. A group committing every few seconds leaves many
+        values per key between two compactions, and decoding them all was
+        the coordinator's load at a restart (issue 68)."""
         loaded = LoadedGroups({}, {}, {}, {})
-        # producer id -> partition -> group -> offsets, until the marker
-        waiting: dict[int, dict[int, dict]] = {}
+        latest: dict[bytes, bytes | None] = {}      # raw key -> its last raw value, or None
+        # producer id -> partition -> raw key -> raw value: a transaction's
+        # offsets, until its marker
+        waiting: dict[int, dict[int, dict[bytes, bytes]]] = {}
 
         def on_record(index, producer_id, transactional, key, value):
-            if transactional:
-                self._replay(key, value, loaded.groups,
-                             waiting.setdefault(producer_id, {}).setdefault(index, {}),
-                             loaded.consumer)
+            if key is None or len(key) < 2:
+                return
+            key = bytes(key)
+            value = None if value is None else bytes(value)
+            if transactional and int.from_bytes(key[:2], "big", signed=True) in (0, 1):
+                offsets = waiting.setdefault(producer_id, {}).setdefault(index, {})
+                if value is None:
+                    offsets.pop(key, None)
+                else:
+                    offsets[key] = value
             else:
-                self._replay(key, value, loaded.groups, loaded.offsets, loaded.consumer)
+                latest[key] = value
 
         def on_marker(index, producer_id, commit):
             offsets = waiting.get(producer_id, {}).pop(index, None)
             if commit and offsets:
-                for group, tps in offsets.items():
-                    loaded.offsets.setdefault(group, {}).update(tps)
+                latest.update(offsets)
 
         self.replay(on_record, on_marker)
+        for key, value in latest.items():
+            self._replay(key, value, loaded.groups, loaded.offsets, loaded.consumer)
         for producer_id, by_partition in waiting.items():
             for offsets in by_partition.values():
-                for group, tps in offsets.items():
+                decoded: dict = {}
+                for key, value in offsets.items():
+                    self._replay(key, value, loaded.groups, decoded, loaded.consumer)
+                for group, tps in decoded.items():
                     loaded.pending.setdefault(producer_id, {}).setdefault(group, {}).update(tps)
         return loaded
 

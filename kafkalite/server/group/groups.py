@@ -77,6 +77,12 @@ class Member:
     join: RequestContext | None = None       # a JoinGroup awaiting its answer
     sync: RequestContext | None = None       # a SyncGroup awaiting its answer
     last_heartbeat: float = 0.0
+    # taken back from __consumer_offsets at this coordinator's start, and
+    # has not joined or synced since, nor sent a heartbeat past the one the
+    # dead coordinator may have left in flight (classic_group.py,
+    # _replace_abandoned)
+    restored: bool = False
+    heartbeats_since_restored: int = 0
 
     def metadata(self, protocol: str | None) -> bytes:
         for name, meta in self.protocols:

@@ -129,9 +129,14 @@ def collect_start_garbage() -> None:
 # sockets, and the turn goes on to check the workers' heartbeats and the
 # groups' sessions without having read it (a slow step -- a lazy import, a
 # full collection, a starved process -- anywhere in a turn has the same
-# effect on the next checks). Never set outside that test.
+# effect on the next checks). "slow-start:<seconds>" holds a supervisor's
+# start that long before it opens anything, as a start on a loaded host is
+# held (10.5 s at load 20): no coordinator answers meanwhile, and group
+# members whose session is shorter give up their membership on their own
+# (tests/server/test_adoption.py). Never set outside those tests.
 FAULT_ENV = "KAFKALITE_SUPERVISOR_FAULT"
 STALL_FAULT = "stall-loop:"
+SLOW_START_FAULT = "slow-start:"
 
 
 class PlantedStall:
@@ -147,3 +152,13 @@ class PlantedStall:
                         self.seconds, FAULT_ENV)
             time.sleep(self.seconds)
             self.seconds = 0.0
+
+
+def planted_slow_start() -> None:
+    """FAULT_ENV's slow start, if set: a no-op otherwise."""
+    fault = os.environ.get(FAULT_ENV, "")
+    if fault.startswith(SLOW_START_FAULT):
+        seconds = float(fault[len(SLOW_START_FAULT):])
+        log.warning("planted slow start: the supervisor waits %.1f s before it starts (%s)",
+                    seconds, FAULT_ENV)
+        time.sleep(seconds)

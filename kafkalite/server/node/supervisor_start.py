@@ -45,6 +45,7 @@ from kafkalite.server.network.quotas import NodeQuotaRates, QuotaManager
 from kafkalite.server.network.relay import RelayServer
 from kafkalite.server.network.requests import KAFKA_APIS, RequestDispatcher
 from kafkalite.server.node.http_services import _bracket
+from kafkalite.server.node.loop_clock import planted_slow_start
 from kafkalite.server.node.processes import (ADOPT_WAIT_S, CONTROLLER_FILE, SHUTDOWN_TIMEOUT_S,
                                              WorkerProcess, advertise_controller,
                                              advertise_supervisor, bind_control, config_digest,
@@ -65,6 +66,7 @@ class SupervisorStart:
         """Bind, spawn or adopt the workers and the ingest gateway, and serve
         (the steps below, in this order: each needs what the one before made)."""
         cfg, early = self.config, self.early
+        planted_slow_start()                # loop_clock.FAULT_ENV; a no-op unless set
         steps = _Steps(takeover=self.handed is not None)
         running = self._take_lock()
         broker_ids, nodes = list(range(cfg.worker_count)), {}
