@@ -82,6 +82,16 @@ def _remove_leftovers(directory: str) -> None:
             os.unlink(path)
 
 
+def _flush_scanned(directory: str, scanned: list, segments: list, start: int) -> int:
+    """Step 3 above: the scanned segments made durable; the recovery point
+    that gives (the log's end, or ``start`` for a log with no segment)."""
+    for seg in scanned:
+        seg.flush()
+    if scanned:
+        fsync_dir(directory)
+    return segments[-1].next_offset if segments else start
+
+
 def load(directory: str, config: LogConfig, checkpoints=None,
          remote_span: tuple[int, int] | None = None,
          flush_recovered: bool = True) -> LoadedLog:
@@ -149,11 +159,7 @@ def load(directory: str, config: LogConfig, checkpoints=None,
     segments = kept
     recovered = len(scanned)
     if clean or flush_recovered or truncated or salvaged:
-        for seg in scanned:
-            seg.flush()
-        if scanned:
-            fsync_dir(directory)
-        recovery_point = segments[-1].next_offset if segments else start_from_checkpoint
+        recovery_point = _flush_scanned(directory, scanned, segments, start_from_checkpoint)
 
     if not segments:
         segments = [LogSegment(directory, start_from_checkpoint, config, create=True)]
