@@ -98,7 +98,7 @@ FUNCTION_EXCEPTIONS: dict[str, tuple[int, str]] = {
     "kafkalite/cli/server.py::add_arguments": (
         101, "one add_argument per `kafkalite server` flag"),
     "kafkalite/storage/loader.py::load": (
-        99, "a log's recovery at open, step after step; not split yet"),
+        98, "a log's recovery at open, step after step; not split yet"),
     "kafkalite/connect/worker.py::ExactlyOnceWorkerSourceTask.execute": (
         99, "an exactly-once source task's transaction loop; not split yet"),
     "kafkalite/streams/runtime.py::KafkaStreams._run": (
