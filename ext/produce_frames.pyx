@@ -51,7 +51,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndS
     PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memcmp
-from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 cdef extern from "Python.h":
@@ -212,6 +212,12 @@ def answer_one_frame(rm, payload, no_response, slow, general):
     return _answer_one_frame(rm, payload, no_response, slow, general)
 
 
+cdef list _plan(name, int32_t index, part, bytearray payload, OneProduce* req):
+    # produce_at_once.qualifying's plan of the request: its batch a writable view of the frame
+    records = memoryview(payload)[req.records_at:req.records_at + req.records_size]
+    return [(name, [(index, part, records)])]
+
+
 cdef object _answer_one_frame(rm, bytearray payload, no_response, slow, general):
     cdef OneProduce req
     cdef Appended done
@@ -237,16 +243,16 @@ cdef object _answer_one_frame(rm, bytearray payload, no_response, slow, general)
     if acks == -1 and (len(part.isr) != 1 or part.pending_isr is not None
                        or part.under_min_isr):
         return None
-    # a writable view of the frame's batch: the log patches its header in place
-    records = memoryview(payload)[req.records_at:req.records_at + req.records_size]
+    # the frame's batch appended where it is: the log patches its header in place
     try:
-        appended = append_batch(rm, part, records, &done)
+        appended = append_batch(rm, part, payload, req.records_at, req.records_size,
+                                <unsigned char*>p + req.records_at, &done)
     except KafkaError as exc:
-        return slow(rm, [(name, [(req.index, part, records)])], req.version, req.correlation_id,
-                    acks, exc)
+        return slow(rm, _plan(name, req.index, part, payload, &req), req.version,
+                    req.correlation_id, acks, exc)
     if not appended:
-        return slow(rm, [(name, [(req.index, part, records)])], req.version, req.correlation_id,
-                    acks, None)
+        return slow(rm, _plan(name, req.index, part, payload, &req), req.version,
+                    req.correlation_id, acks, None)
     if not acks:
         return no_response
     name_utf8 = PyUnicode_AsUTF8AndSize(name, &name_size)

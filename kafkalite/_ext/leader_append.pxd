@@ -13,8 +13,10 @@ cdef struct Appended:
     int64_t log_start_offset
 
 
-# 1: ``records`` (a bytearray or writable memoryview of one batch) appended
-# to ``part`` as ReplicaManager.append would, ``out`` filled; 0: not the
-# common kind, nothing appended. Raises what that path raises for a batch
-# the log refuses.
-cdef int append_batch(rm, part, records, Appended* out) except -1
+# 1: the batch of ``size`` bytes at ``data`` -- ``at`` bytes into
+# ``records``, a bytearray or writable memoryview, whose bytes the caller
+# holds still -- appended to ``part`` as ReplicaManager.append would, ``out``
+# filled; 0: not the common kind, nothing appended. Raises what that path
+# raises for a batch the log refuses.
+cdef int append_batch(rm, part, records, Py_ssize_t at, Py_ssize_t size, unsigned char* data,
+                      Appended* out) except -1

@@ -45,6 +45,7 @@ import os
 import time
 
 from kafkalite._ext.batch_scan import batch_header, find_next_batch, scan_log
+from kafkalite._ext.log_state import LogSegmentState
 from kafkalite.errors import CorruptRecordError, KafkaStorageError
 from kafkalite.record import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 from kafkalite.record.layout import MIN_BATCH_LENGTH, OFF_LENGTH
@@ -179,7 +180,7 @@ class FileRegion:
         return f"FileRegion({self.file.name}, position={self.position}, length={self.length})"
 
 
-class LogSegment:
+class LogSegment(LogSegmentState):
     def __init__(self, directory: str, base_offset: int, config: LogConfig, *,
                  suffix: str = "", create: bool = False):
         self.directory = directory

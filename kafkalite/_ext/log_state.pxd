@@ -1,0 +1,32 @@
+# cython: language_level=3
+# The facts a leader's append reads and changes on a partition's log and its
+# active segment, as the C fields of their classes' bases (log_state.pyx),
+# declared here so that the one-pass append (leader_append.pyx) reads and
+# sets them without a Python attribute lookup.
+from libc.stdint cimport int64_t
+
+
+cdef class PartitionLogState:
+    cdef public int64_t _log_start, _log_end, _high_watermark
+    cdef public int64_t _leader_epoch
+    cdef public int64_t _unflushed_messages, _last_flush_ms
+    cdef public bint _closed
+    cdef public object config, _clock, producer_state, leader_epoch_cache
+    cdef public object _segments, _pending_flushes
+    # leader_append.pyx's C copy of ``config``'s settings, remade when config changes
+    cdef object append_config
+
+
+cdef class LogSegmentState:
+    cdef public int64_t base_offset, created_ms
+    cdef public int64_t _size, next_offset
+    cdef public int64_t max_timestamp, offset_of_max_timestamp, first_batch_timestamp
+    cdef public int64_t _bytes_since_last_index_entry, _tail_end
+    cdef public object config, file, offset_index, time_index
+    cdef public object _tail, _tail_lasts
+    cdef object append_config          # as PartitionLogState's
+
+
+cdef class PartitionState:
+    cdef public object topic, index, broker_id, leader_id, leader_epoch
+    cdef public object log, replicas, isr, pending_isr
