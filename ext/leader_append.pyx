@@ -42,9 +42,8 @@ from kafkalite._ext.batch_scan cimport AppendScan, validate_batches
 from kafkalite._ext.log_state cimport LogSegmentState, PartitionLogState, PartitionState
 from kafkalite.storage.leader_epoch import UNDEFINED_EPOCH
 from kafkalite.storage.log import _wall_clock_ms
-from kafkalite.storage.segment import _INT32_MAX, _TAIL_BATCHES
+from kafkalite.storage.segment import _INT32_MAX
 
-cdef Py_ssize_t TAIL_BATCHES = _TAIL_BATCHES
 cdef int64_t INT32_MAX = _INT32_MAX
 
 # A LogConfig's settings this path reads, as C values. LogConfig is frozen
@@ -258,12 +257,9 @@ cdef int _segment_append(LogSegmentState seg, records, Py_ssize_t at, unsigned c
     cdef int64_t since = seg._bytes_since_last_index_entry
     cdef int64_t max_ts = seg.max_timestamp
     cdef int64_t max_off = seg.offset_of_max_timestamp
-    tail = seg._tail
-    lasts = seg._tail_lasts
     if seg._tail_end != start:
-        del tail[:], lasts[:]          # what they held no longer ends at the file's end
-    tail.append((first, last, start, size))
-    lasts.append(last)
+        seg.tail_clear_rows()           # what it held no longer ends at the file's end
+    seg.tail_add_row(first, last, start, size)
     if bmax > max_ts:
         max_ts, max_off = bmax, last
     if since > cfg.index_interval_bytes:
@@ -274,9 +270,7 @@ cdef int _segment_append(LogSegmentState seg, records, Py_ssize_t at, unsigned c
     seg._bytes_since_last_index_entry = since
     seg.max_timestamp = max_ts
     seg.offset_of_max_timestamp = max_off
-    cdef Py_ssize_t over = len(tail) - TAIL_BATCHES
-    if over > TAIL_BATCHES:
-        del tail[:over], lasts[:over]
+    seg.tail_trim_rows()
     seg._tail_end = seg._size
     if start == 0:
         seg.first_batch_timestamp = bmax

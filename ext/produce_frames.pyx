@@ -60,6 +60,7 @@ cdef extern from "Python.h":
 from wire_c cimport KL_ATTR_TRANSACTIONAL, KL_OFF_ATTRIBUTES, KL_OFF_RECORDS_COUNT
 
 from kafkalite._ext.leader_append cimport Appended, append_batch
+from kafkalite._ext.log_state cimport PartitionState
 from kafkalite._ext.produce_wire cimport (ONE_ANSWER_BYTES, OneProduce, read_one_produce,
                                          write_one_answer)
 from kafkalite.errors import KafkaError
@@ -234,14 +235,18 @@ cdef object _answer_one_frame(rm, bytearray payload, no_response, slow, general)
     name = _names.of(p + req.name_at, req.name_size)
     if name is None:
         return None             # not UTF-8: the generic decoder refuses it
-    part = rm.partitions.get((name, req.index))
+    cdef dict partitions = rm.partitions
+    found = partitions.get((name, req.index))
+    if found is None or not isinstance(found, PartitionState):
+        return None
+    cdef PartitionState part = <PartitionState>found
     # qualifying's checks, one partition
-    if (part is None or part.leader_id != part.broker_id
+    if (part.leader_id != part.broker_id
             or req.records_size < KL_OFF_RECORDS_COUNT
             or (<const uint8_t*>p)[req.records_at + KL_OFF_ATTRIBUTES + 1] & KL_ATTR_TRANSACTIONAL):
         return None
     if acks == -1 and (len(part.isr) != 1 or part.pending_isr is not None
-                       or part.under_min_isr):
+                       or (<object>part).under_min_isr):
         return None
     # the frame's batch appended where it is: the log patches its header in place
     try:

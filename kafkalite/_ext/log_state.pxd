@@ -23,8 +23,16 @@ cdef class LogSegmentState:
     cdef public int64_t max_timestamp, offset_of_max_timestamp, first_batch_timestamp
     cdef public int64_t _bytes_since_last_index_entry, _tail_end
     cdef public object config, file, offset_index, time_index
-    cdef public object _tail, _tail_lasts
     cdef object append_config          # as PartitionLogState's
+    # the in-memory tail (log_state.pyx): rows of (base offset, last offset,
+    # position, size), oldest first
+    cdef int64_t* tail
+    cdef Py_ssize_t tail_count, tail_capacity
+
+    cdef int tail_add_row(self, int64_t base_offset, int64_t last_offset, int64_t position,
+                          int64_t size) except -1
+    cdef void tail_clear_rows(self) noexcept
+    cdef void tail_trim_rows(self) noexcept
 
 
 cdef class PartitionState:
