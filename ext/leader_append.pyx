@@ -39,7 +39,8 @@ from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from posix.unistd cimport pwrite
 
 from kafkalite._ext.batch_scan cimport AppendScan, validate_batches
-from kafkalite._ext.log_state cimport LogSegmentState, PartitionLogState, PartitionState
+from kafkalite._ext.log_state cimport (IndexState, LogSegmentState, PartitionLogState,
+                                      PartitionState)
 from kafkalite.storage.leader_epoch import UNDEFINED_EPOCH
 from kafkalite.storage.log import _wall_clock_ms
 from kafkalite.storage.segment import _INT32_MAX
@@ -231,6 +232,18 @@ cdef bint _should_roll(LogSegmentState seg, _AppendConfig cfg, int64_t size, int
             or last - seg.base_offset > INT32_MAX)
 
 
+cdef int _index_entries(LogSegmentState seg, int64_t last, int64_t position, int64_t max_ts,
+                        int64_t max_off) except -1:
+    # seg.offset_index.append(last, position), seg.time_index.maybe_append(max_ts, max_off):
+    # in C when the indexes are IndexStates and the entries the common case
+    oi, ti = seg.offset_index, seg.time_index
+    if not (isinstance(oi, IndexState) and (<IndexState>oi).offset_append(last, position)):
+        oi.append(last, position)
+    if not (isinstance(ti, IndexState) and (<IndexState>ti).time_maybe_append(max_ts, max_off)):
+        ti.maybe_append(max_ts, max_off)
+    return 0
+
+
 cdef int _segment_append(LogSegmentState seg, records, Py_ssize_t at, unsigned char* data,
                          int64_t first, int64_t last, int64_t size, int64_t bmax) except -1:
     # LogSegment.append of one batch, and its _write_at
@@ -263,8 +276,7 @@ cdef int _segment_append(LogSegmentState seg, records, Py_ssize_t at, unsigned c
     if bmax > max_ts:
         max_ts, max_off = bmax, last
     if since > cfg.index_interval_bytes:
-        seg.offset_index.append(last, start)
-        seg.time_index.maybe_append(max_ts, max_off)
+        _index_entries(seg, last, start, max_ts, max_off)
         since = 0
     since += size
     seg._bytes_since_last_index_entry = since

@@ -26,7 +26,8 @@ meanings where the classes define them, are in kafkalite/_ext/log_state.pxd.
 Who may call: as the classes they are the bases of.
 """
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
-from libc.stdint cimport int64_t
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from libc.stdint cimport INT32_MAX, int64_t, uint64_t
 from libc.string cimport memmove
 
 
@@ -131,6 +132,67 @@ cdef class LogSegmentState:
         return [(self.tail[i * ROW + BASE], self.tail[i * ROW + LAST],
                  self.tail[i * ROW + POSITION], self.tail[i * ROW + SIZE])
                 for i in range(self.tail_count)]
+
+
+cdef inline void _put_be(char* at, int64_t v, int size) noexcept:
+    cdef int k
+    for k in range(size):
+        at[k] = <char>(<uint64_t>v >> (8 * (size - 1 - k)))
+
+
+cdef class IndexState:
+    """The base of index.py's ``_IndexFile`` (``OffsetIndex``,
+    ``TimeIndex``): its base offset, in-memory entries (``_data``, the
+    file's format), last entry and fullness; and their appends of the
+    common case from C, byte for byte the Python methods' (the one-pass
+    append adds an entry every index.interval.bytes, a quarter of 1 KB
+    appends, and the two Python calls were 4,000 instructions)."""
+
+    cdef int offset_append(self, int64_t offset, int64_t position) except -1:
+        # OffsetIndex.append: entry relativeOffset int32, position int32
+        data = self._data
+        last = self._last
+        if type(data) is not bytearray or (last is None and len(<bytearray>data)):
+            return 0
+        if last is not None and (type(last) is not tuple or offset <= <int64_t>last[0]):
+            return 0
+        cdef int64_t rel = offset - self.base_offset
+        if not 0 <= rel <= INT32_MAX or not 0 <= position <= INT32_MAX:
+            return 0
+        self._append_entry(<bytearray>data, rel, 4, position, 4)
+        self._last = (offset, position)
+        return 1
+
+    cdef int time_maybe_append(self, int64_t timestamp, int64_t offset) except -1:
+        # TimeIndex.maybe_append: entry timestamp int64, relativeOffset int32
+        data = self._data
+        last = self._last
+        if type(data) is not bytearray or (last is None and len(<bytearray>data)):
+            return 0
+        if last is not None and type(last) is not tuple:
+            return 0
+        cdef int64_t last_ts = -1 if last is None else <int64_t>last[0]
+        if timestamp <= last_ts:
+            return 1                    # it does not raise the largest timestamp indexed
+        if last is not None and offset < <int64_t>last[1]:
+            return 0
+        cdef int64_t rel = offset - self.base_offset
+        if not 0 <= rel <= INT32_MAX:
+            return 0
+        self._append_entry(<bytearray>data, timestamp, 8, rel, 4)
+        self._last = (timestamp, offset)
+        return 1
+
+    cdef int _append_entry(self, bytearray data, int64_t a, int a_size, int64_t b,
+                           int b_size) except -1:
+        # _IndexFile._append_raw of an entry of two big-endian fields
+        cdef Py_ssize_t n = PyByteArray_GET_SIZE(data)
+        PyByteArray_Resize(data, n + a_size + b_size)
+        cdef char* at = PyByteArray_AS_STRING(data) + n
+        _put_be(at, a, a_size)
+        _put_be(at + a_size, b, b_size)
+        self.full = n + a_size + b_size >= self._full_size
+        return 0
 
 
 cdef class PartitionState:

@@ -38,3 +38,19 @@ cdef class LogSegmentState:
 cdef class PartitionState:
     cdef public object topic, index, broker_id, leader_id, leader_epoch
     cdef public object log, replicas, isr, pending_isr
+
+
+cdef class IndexState:
+    cdef public int64_t base_offset
+    cdef public int64_t _full_size
+    cdef public bint full
+    cdef public object _data, _last
+
+    # OffsetIndex.append and TimeIndex.maybe_append of their common case:
+    # 1 done; 0 when it is not (the entry before not known yet, an entry
+    # out of order or out of range): the caller calls the Python method,
+    # which does it or raises
+    cdef int offset_append(self, int64_t offset, int64_t position) except -1
+    cdef int time_maybe_append(self, int64_t timestamp, int64_t offset) except -1
+    cdef int _append_entry(self, bytearray data, int64_t a, int a_size, int64_t b,
+                           int b_size) except -1
