@@ -218,6 +218,13 @@ cdef int _append(rm, PartitionState part, PartitionLogState log, records, Py_ssi
     return 1
 
 
+cdef inline bint _full(index) except -1:
+    # an index's ``full``, a C field of IndexState
+    if isinstance(index, IndexState):
+        return (<IndexState>index).full
+    return index.full
+
+
 cdef bint _should_roll(LogSegmentState seg, _AppendConfig cfg, int64_t size, int64_t last,
                        int64_t max_timestamp, int64_t now) except -1:
     # LogSegment.should_roll
@@ -228,7 +235,7 @@ cdef bint _should_roll(LogSegmentState seg, _AppendConfig cfg, int64_t size, int
     cdef int64_t waited = max_timestamp - first_ts if first_ts >= 0 else now - seg.created_ms
     return (seg_size + size > cfg.segment_bytes
             or waited > cfg.segment_ms - cfg.segment_jitter_ms
-            or seg.offset_index.full or seg.time_index.full
+            or _full(seg.offset_index) or _full(seg.time_index)
             or last - seg.base_offset > INT32_MAX)
 
 
