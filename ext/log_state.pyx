@@ -183,6 +183,14 @@ cdef class IndexState:
         self._last = (timestamp, offset)
         return 1
 
+    def try_offset_append(self, int64_t offset, int64_t position):
+        """``offset_append`` from Python (for tests): 1 appended, 0 left to ``append``."""
+        return self.offset_append(offset, position)
+
+    def try_time_append(self, int64_t timestamp, int64_t offset):
+        """``time_maybe_append`` from Python (for tests): 1 done, 0 left to ``maybe_append``."""
+        return self.time_maybe_append(timestamp, offset)
+
     cdef int _append_entry(self, bytearray data, int64_t a, int a_size, int64_t b,
                            int b_size) except -1:
         # _IndexFile._append_raw of an entry of two big-endian fields
