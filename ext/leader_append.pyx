@@ -190,14 +190,23 @@ cdef int _append(rm, PartitionState part, PartitionLogState log, records, Py_ssi
     cdef bint moved = end > log._high_watermark
     if moved:
         log._high_watermark = end
-    # ReplicaManager._publish
+    cdef int64_t log_start = log._log_start
+    _published(rm, part, log, size, record_count, moved)
+    out.base_offset = first
+    out.log_append_time = append_time
+    out.log_start_offset = log_start
+    return 1
+
+
+cdef int _published(rm, PartitionState part, PartitionLogState log, int64_t size,
+                    int64_t record_count, bint moved) except -1:
+    # ReplicaManager._publish, then ReplicaManager.append's stats and wake-ups
     cdef int64_t hw = log._high_watermark
     cdef int64_t lso = hw
+    producer_state = log.producer_state
     if producer_state.ongoing:
         lso = min(hw, <int64_t>producer_state.first_unstable_offset())
-    cdef int64_t log_start = log._log_start
-    rm.leader_states.publish(part.topic, part.index, hw, lso, log_start, part.leader_epoch)
-    # ReplicaManager.append: stats and wake-ups
+    rm.leader_states.publish(part.topic, part.index, hw, lso, log._log_start, part.leader_epoch)
     cdef dict topic_stats = rm.topic_stats
     stats = topic_stats.get(part.topic)
     if stats is None:
@@ -212,10 +221,7 @@ cdef int _append(rm, PartitionState part, PartitionLogState log, records, Py_ssi
             rm._wake_now(key, size)
         else:
             woken[key] = woken.get(key, 0) + size
-    out.base_offset = first
-    out.log_append_time = append_time
-    out.log_start_offset = log_start
-    return 1
+    return 0
 
 
 cdef inline bint _full(index) except -1:
