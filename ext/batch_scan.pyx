@@ -190,15 +190,7 @@ cdef class AppendScan:
     many batches carry a producer id (idempotent or transactional), so the
     common case needs no look at the table at all.
     """
-    cdef readonly int64_t first_offset
-    cdef readonly int64_t last_offset
-    cdef readonly int64_t record_count
-    cdef readonly int64_t max_timestamp
-    cdef readonly int64_t offset_of_max_timestamp  # last offset of the batch holding it
-    cdef readonly Py_ssize_t batch_count
-    cdef readonly Py_ssize_t producer_batch_count
-    cdef readonly Py_ssize_t size_in_bytes
-    cdef readonly array.array table                 # int64, batch_count rows of N_COLS
+    # its fields: kafkalite/_ext/batch_scan.pxd (the one-pass append reads them from C)
 
     @property
     def next_offset(self):
@@ -336,9 +328,26 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
     ``data`` is unchanged.
     """
     cdef Py_buffer view
-    cdef unsigned char *base
+    # a follower's append (offsets kept, no record walk, no append time)
+    # changes no byte: a read-only buffer (the fetched bytes as they came)
+    # is taken as it is, without the copy a writable one would cost
+    cdef bint patches = assign_offsets or deep or log_append_time >= 0
+    PyObject_GetBuffer(data, &view, PyBUF_WRITABLE if patches else PyBUF_SIMPLE)
+    try:
+        return validate_batches(<unsigned char *>view.buf, view.len, next_offset, leader_epoch,
+                                max_batch_bytes, require_keys, log_append_time, assign_offsets,
+                                allow_control, deep)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef AppendScan validate_batches(unsigned char *base, Py_ssize_t n, int64_t next_offset,
+                                 int32_t leader_epoch, Py_ssize_t max_batch_bytes,
+                                 bint require_keys, int64_t log_append_time, bint assign_offsets,
+                                 bint allow_control, bint deep):
+    # validate_for_append of the n bytes at ``base`` (writable when it patches)
     cdef unsigned char *b
-    cdef Py_ssize_t n, pos = 0, nb = 0, cap = 8, i, producer_batches = 0
+    cdef Py_ssize_t pos = 0, nb = 0, cap = 8, i, producer_batches = 0
     cdef int64_t length, expected = next_offset
     cdef int32_t last_delta, count
     cdef int16_t attrs
@@ -352,17 +361,11 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
     cdef AppendScan result
     cdef array.array table
     cdef int64_t *t
-    # a follower's append (offsets kept, no record walk, no append time)
-    # changes no byte: a read-only buffer (the fetched bytes as they came)
-    # is taken as it is, without the copy a writable one would cost
     cdef bint patches = assign_offsets or deep or log_append_time >= 0
-    PyObject_GetBuffer(data, &view, PyBUF_WRITABLE if patches else PyBUF_SIMPLE)
     try:
         pend = <Pending *>malloc(cap * sizeof(Pending))
         if pend == NULL:
             raise MemoryError()
-        base = <unsigned char *>view.buf
-        n = view.len
         if n == 0:
             raise CorruptRecordError("the append holds no record batches")
         while pos < n:
@@ -495,7 +498,6 @@ def validate_for_append(data, *, int64_t next_offset, int32_t leader_epoch=-1,
             t[i * N_COLS + COL_RECORD_COUNT] = pp.count
             t[i * N_COLS + COL_CONTROL_TYPE] = pp.control_type
     finally:
-        PyBuffer_Release(&view)
         free(pend)
 
     result = AppendScan.__new__(AppendScan)

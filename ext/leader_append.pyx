@@ -11,7 +11,11 @@ takes -- ``ReplicaManager.append`` -> ``Partition.append_as_leader`` ->
 wake-ups -- was a dozen Python calls a batch: measured with callgrind,
 43,000 instructions an append, of which validating the batch took 2,000
 and the rest was the interpreter. ``append_once`` does the same steps in
-one C function, on the same objects.
+one C function, on the same objects; the facts of the partition, its log
+and its active segment it reads and sets are C fields of their classes'
+bases (ext/log_state.pyx), each a load or a store here (through the
+instance dicts and slots they had been a third of the function's
+instructions, and an int object made for each number set).
 
 Contract: it serves only the common kind -- a partition led here with no
 other replica (so its high watermark follows its log end at once), its log
@@ -28,18 +32,46 @@ in-memory tail, high watermark, leader states, topic stats, wake-ups);
 tests/_ext/test_leader_append.py holds it to that path on random appends,
 comparing logs, indexes and every state they change.
 """
+cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from posix.unistd cimport pwrite
 
-from kafkalite._ext.batch_scan import validate_for_append
+from kafkalite._ext.batch_scan cimport AppendScan, validate_batches
+from kafkalite._ext.log_state cimport (IndexState, LogSegmentState, PartitionLogState,
+                                      PartitionState)
 from kafkalite.storage.leader_epoch import UNDEFINED_EPOCH
 from kafkalite.storage.log import _wall_clock_ms
-from kafkalite.storage.segment import _INT32_MAX, _TAIL_BATCHES
+from kafkalite.storage.segment import _INT32_MAX
 
-cdef Py_ssize_t TAIL_BATCHES = _TAIL_BATCHES
 cdef int64_t INT32_MAX = _INT32_MAX
+
+# A LogConfig's settings this path reads, as C values. LogConfig is frozen
+# (a config change gives a log a new one), so these stay the config's own:
+# kept on the log and on each segment (their ``append_config``, a C field of
+# log_state.pyx's bases), made again when the config object is another.
+@cython.final
+cdef class _AppendConfig:
+    cdef object source
+    cdef bint log_append_time, compact
+    cdef int64_t max_message_bytes, segment_bytes, segment_ms, segment_jitter_ms
+    cdef int64_t flush_messages, flush_ms, index_interval_bytes
+
+
+cdef _AppendConfig _config_of(cfg):
+    cdef _AppendConfig c = _AppendConfig.__new__(_AppendConfig)
+    c.source = cfg
+    c.log_append_time = cfg.log_append_time
+    c.compact = cfg.compact
+    c.max_message_bytes = cfg.max_message_bytes
+    c.segment_bytes = cfg.segment_bytes
+    c.segment_ms = cfg.segment_ms
+    c.segment_jitter_ms = cfg.segment_jitter_ms
+    c.flush_messages = cfg.flush_messages
+    c.flush_ms = cfg.flush_ms
+    c.index_interval_bytes = cfg.index_interval_bytes
+    return c
 
 
 cdef inline int64_t _now_ms() noexcept:
@@ -55,167 +87,217 @@ def append_once(rm, part, records, index):
     offset, log append time, log start offset), or None when the append
     is not the common kind (module docstring), nothing appended. Raises
     what that path raises for a batch the log refuses."""
-    if part.leader_id != part.broker_id or len(part.replicas) != 1 or part.pending_isr is not None:
-        return None
-    isr = part.isr
-    if len(isr) != 1 or isr[0] != part.broker_id:
-        return None
-    log = part.log
-    if log._closed or log._pending_flushes:
-        return None
+    cdef Appended done
+    cdef Py_buffer view
     kind = type(records)
     if not (kind is bytearray or (kind is memoryview and not records.readonly)):
         return None
-    cdef Py_buffer view
     try:
         PyObject_GetBuffer(records, &view, PyBUF_SIMPLE | PyBUF_WRITABLE)
     except BufferError:
         return None     # not one block of writable bytes: the full path's (it copies it)
     try:
-        return _append(rm, part, log, records, &view, index)
+        if not append_batch(rm, part, records, 0, view.len, <unsigned char*>view.buf, &done):
+            return None
     finally:
         PyBuffer_Release(&view)
+    return (index, done.base_offset, done.log_append_time, done.log_start_offset)
 
 
-cdef object _append(rm, part, log, records, Py_buffer* view, index):
-    # PartitionLog.append, origin CLIENT, no control batches. The log's,
-    # its segment's and its config's plain attributes are read and set in
-    # their instance dicts: from C, ``obj.attr`` walks the type for a
-    # descriptor first, and those walks were a third of this function's
-    # instructions (none of these names is a descriptor of its class).
-    cdef dict ld = log.__dict__
-    cdef int64_t epoch = ld["_leader_epoch"]
-    clock = ld["_clock"]
+cdef int append_batch(rm, part, records, Py_ssize_t at, Py_ssize_t size, unsigned char* data,
+                      Appended* out) except -1:
+    # append_once's steps, its answer in ``out`` (leader_append.pxd)
+    if not isinstance(part, PartitionState):
+        return 0
+    cdef PartitionState p = <PartitionState>part
+    if p.leader_id != p.broker_id or len(p.replicas) != 1 or p.pending_isr is not None:
+        return 0
+    isr = p.isr
+    if len(isr) != 1 or isr[0] != p.broker_id:
+        return 0
+    if not isinstance(p.log, PartitionLogState):
+        return 0
+    cdef PartitionLogState log = <PartitionLogState>p.log
+    if log._closed or log._pending_flushes:
+        return 0
+    return _append(rm, p, log, records, at, size, data, out)
+
+
+cdef inline _AppendConfig _log_config(PartitionLogState log):
+    # the log's config as C values, remade when the log is given a new config
+    cdef _AppendConfig c = <_AppendConfig>log.append_config
+    if c is None or c.source is not log.config:
+        c = log.append_config = _config_of(log.config)
+    return c
+
+
+cdef int _append(rm, PartitionState part, PartitionLogState log, records, Py_ssize_t at,
+                 Py_ssize_t size_in_bytes, unsigned char* data, Appended* out) except -1:
+    # PartitionLog.append, origin CLIENT, no control batches; the log's,
+    # segment's and partition's facts are the C fields of their bases
+    # (log_state.pyx)
+    cdef int64_t epoch = log._leader_epoch
+    clock = log._clock
     cdef int64_t now
     if clock is _wall_clock_ms:
         now = _now_ms()
     else:
         now = clock()
-    cdef dict cfg = ld["config"].__dict__
-    cdef int64_t append_time = now if cfg["log_append_time"] else -1
-    scan = validate_for_append(
-        records, next_offset=ld["_log_end"], leader_epoch=epoch,
-        max_batch_bytes=cfg["max_message_bytes"], require_keys=cfg["compact"],
-        log_append_time=append_time, allow_control=False)
+    cdef _AppendConfig cfg = _log_config(log)
+    cdef int64_t append_time = now if cfg.log_append_time else -1
+    # validate_for_append's defaults but these: assign_offsets, deep
+    cdef AppendScan scan = validate_batches(
+        data, size_in_bytes, log._log_end, <int32_t>epoch, cfg.max_message_bytes, cfg.compact,
+        append_time, True, False, True)
     if scan.batch_count != 1:
-        return None
-    producer_state = ld["producer_state"]
+        return 0
+    producer_state = log.producer_state
     cdef bint producer = scan.producer_batch_count != 0
     if producer and producer_state.check(scan) is not None:
-        return None         # a retry: the full path answers its original offsets
+        return 0         # a retry: the full path answers its original offsets
     # the cache's latest_epoch, read without its property's Python call
-    epochs = ld["leader_epoch_cache"].__dict__["_entries"]
+    epochs = log.leader_epoch_cache._entries
     if epoch > (epochs[len(epochs) - 1][0] if epochs else UNDEFINED_EPOCH):
-        return None         # the first append of an epoch: the cache learns it there
+        return 0         # the first append of an epoch: the cache learns it there
     # PartitionLog._write
     cdef int64_t size = scan.size_in_bytes
     cdef int64_t first = scan.first_offset
     cdef int64_t last = scan.last_offset
     cdef int64_t bmax = scan.max_timestamp
-    if size > cfg["segment_bytes"]:
-        return None         # RecordListTooLargeError, the full path's
-    cdef list segments = ld["_segments"]
-    seg = segments[len(segments) - 1]     # (no negative indexes: setup.py's wraparound=False)
-    cdef dict sd = seg.__dict__
-    if _should_roll(sd, cfg, size, last, bmax, now):
-        return None
-    _segment_append(seg, sd, records, view, first, last, size, bmax)
-    ld["_log_end"] = last + 1
+    if size > cfg.segment_bytes:
+        return 0         # RecordListTooLargeError, the full path's
+    segments = log._segments
+    if type(segments) is not list or not segments:
+        return 0
+    seg = (<list>segments)[len(<list>segments) - 1]   # (no negative indexes: wraparound=False)
+    if not isinstance(seg, LogSegmentState):
+        return 0
+    cdef LogSegmentState active = <LogSegmentState>seg
+    if _should_roll(active, cfg, size, last, bmax, now):
+        return 0
+    _segment_append(active, records, at, data, first, last, size, bmax)
+    log._log_end = last + 1
+    cdef int64_t record_count = scan.record_count
     if producer:
         for txn in producer_state.update(scan):
             if txn.aborted:
                 log._index_aborted(txn, seg)
-    cdef int64_t unflushed = ld["_unflushed_messages"] + scan.record_count
-    ld["_unflushed_messages"] = unflushed
-    if unflushed >= cfg["flush_messages"] or now - ld["_last_flush_ms"] >= cfg["flush_ms"]:
+    log._unflushed_messages += record_count
+    if log._unflushed_messages >= cfg.flush_messages or now - log._last_flush_ms >= cfg.flush_ms:
         log.flush()
     # Partition.maybe_increment_high_watermark: the leader is the whole ISR
-    cdef int64_t end = ld["_log_end"]
-    cdef bint moved = end > ld["_high_watermark"]
+    cdef int64_t end = log._log_end
+    cdef bint moved = end > log._high_watermark
     if moved:
-        ld["_high_watermark"] = end
-    # ReplicaManager._publish
-    ongoing = producer_state.ongoing
-    hw = ld["_high_watermark"]
-    lso = hw if not ongoing else min(hw, producer_state.first_unstable_offset())
-    log_start = ld["_log_start"]
-    rm.leader_states.publish(part.topic, part.index, hw, lso, log_start, part.leader_epoch)
-    # ReplicaManager.append: stats and wake-ups
+        log._high_watermark = end
+    cdef int64_t log_start = log._log_start
+    _published(rm, part, log, size, record_count, moved)
+    out.base_offset = first
+    out.log_append_time = append_time
+    out.log_start_offset = log_start
+    return 1
+
+
+cdef int _published(rm, PartitionState part, PartitionLogState log, int64_t size,
+                    int64_t record_count, bint moved) except -1:
+    # ReplicaManager._publish, then ReplicaManager.append's stats and wake-ups
+    cdef int64_t hw = log._high_watermark
+    cdef int64_t lso = hw
+    producer_state = log.producer_state
+    if producer_state.ongoing:
+        lso = min(hw, <int64_t>producer_state.first_unstable_offset())
+    rm.leader_states.publish(part.topic, part.index, hw, lso, log._log_start, part.leader_epoch)
     cdef dict topic_stats = rm.topic_stats
     stats = topic_stats.get(part.topic)
     if stats is None:
         stats = topic_stats[part.topic] = [0, 0, 0]
     stats[0] += size
-    stats[1] += scan.record_count
+    stats[1] += record_count
     # ``rm.purgatory`` is true while operations wait (its __len__, a Python call)
     if size and moved and rm.purgatory.__dict__["_heap"]:
         woken = rm._woken
+        key = (part.topic, part.index)
         if woken is None:
-            rm._wake_now(part.key, size)
+            rm._wake_now(key, size)
         else:
-            key = part.key
             woken[key] = woken.get(key, 0) + size
-    return (index, first, append_time, log_start)
+    return 0
 
 
-cdef bint _should_roll(dict sd, dict cfg, int64_t size, int64_t last, int64_t max_timestamp,
-                       int64_t now) except -1:
-    # LogSegment.should_roll (``sd``: the segment's instance dict)
-    cdef int64_t seg_size = sd["_size"]
+cdef inline bint _full(index) except -1:
+    # an index's ``full``, a C field of IndexState
+    if isinstance(index, IndexState):
+        return (<IndexState>index).full
+    return index.full
+
+
+cdef bint _should_roll(LogSegmentState seg, _AppendConfig cfg, int64_t size, int64_t last,
+                       int64_t max_timestamp, int64_t now) except -1:
+    # LogSegment.should_roll
+    cdef int64_t seg_size = seg._size
     if not seg_size:
         return False
-    cdef int64_t first_ts = sd["first_batch_timestamp"]
-    cdef int64_t waited = max_timestamp - first_ts if first_ts >= 0 else now - sd["created_ms"]
-    return (seg_size + size > cfg["segment_bytes"]
-            or waited > cfg["segment_ms"] - cfg["segment_jitter_ms"]
-            or sd["offset_index"].full or sd["time_index"].full
-            or last - <int64_t>sd["base_offset"] > INT32_MAX)
+    cdef int64_t first_ts = seg.first_batch_timestamp
+    cdef int64_t waited = max_timestamp - first_ts if first_ts >= 0 else now - seg.created_ms
+    return (seg_size + size > cfg.segment_bytes
+            or waited > cfg.segment_ms - cfg.segment_jitter_ms
+            or _full(seg.offset_index) or _full(seg.time_index)
+            or last - seg.base_offset > INT32_MAX)
 
 
-cdef int _segment_append(seg, dict sd, records, Py_buffer* view, int64_t first, int64_t last,
-                         int64_t size, int64_t bmax) except -1:
-    # LogSegment.append of one batch, and its _write_at (``sd``: its instance dict)
-    cdef int64_t start = sd["_size"]
+cdef int _index_entries(LogSegmentState seg, int64_t last, int64_t position, int64_t max_ts,
+                        int64_t max_off) except -1:
+    # seg.offset_index.append(last, position), seg.time_index.maybe_append(max_ts, max_off):
+    # in C when the indexes are IndexStates and the entries the common case
+    oi, ti = seg.offset_index, seg.time_index
+    if not (isinstance(oi, IndexState) and (<IndexState>oi).offset_append(last, position)):
+        oi.append(last, position)
+    if not (isinstance(ti, IndexState) and (<IndexState>ti).time_maybe_append(max_ts, max_off)):
+        ti.maybe_append(max_ts, max_off)
+    return 0
+
+
+cdef int _segment_append(LogSegmentState seg, records, Py_ssize_t at, unsigned char* data,
+                         int64_t first, int64_t last, int64_t size, int64_t bmax) except -1:
+    # LogSegment.append of one batch, and its _write_at
+    cdef int64_t start = seg._size
     # SegmentFile.fileno() without its Python call; a closed one's raises
-    segment_file = sd["file"]
+    segment_file = seg.file
     cdef int fd = segment_file._fd
     if fd < 0:
         fd = segment_file.fileno()
-    cdef Py_ssize_t total = view.len
+    cdef Py_ssize_t total = size
     cdef Py_ssize_t done
     with nogil:
-        done = pwrite(fd, view.buf, total, start)
+        done = pwrite(fd, data, total, start)
     if done != total:
         # a short write or an error: the Python path resumes it, or rolls
         # the file back and raises KafkaStorageError
-        seg._write_at(records, start)
+        seg._write_at(memoryview(records)[at:at + total], start)
     else:
-        sd["_size"] = start + total
-    cdef int64_t since = sd["_bytes_since_last_index_entry"]
-    cdef int64_t interval = sd["config"].index_interval_bytes
-    cdef int64_t max_ts = sd["max_timestamp"]
-    max_off = sd["offset_of_max_timestamp"]
-    cdef list tail = sd["_tail"]
-    cdef list lasts = sd["_tail_lasts"]
-    if sd["_tail_end"] != start:
-        del tail[:], lasts[:]          # what they held no longer ends at the file's end
-    tail.append((first, last, start, size))
-    lasts.append(last)
+        seg._size = start + total
+    # the segment's own config (a config change reaches the next segment)
+    cdef _AppendConfig cfg = <_AppendConfig>seg.append_config
+    if cfg is None or cfg.source is not seg.config:
+        cfg = seg.append_config = _config_of(seg.config)
+    cdef int64_t since = seg._bytes_since_last_index_entry
+    cdef int64_t max_ts = seg.max_timestamp
+    cdef int64_t max_off = seg.offset_of_max_timestamp
+    if seg._tail_end != start:
+        seg.tail_clear_rows()           # what it held no longer ends at the file's end
+    seg.tail_add_row(first, last, start, size)
     if bmax > max_ts:
         max_ts, max_off = bmax, last
-    if since > interval:
-        sd["offset_index"].append(last, start)
-        sd["time_index"].maybe_append(max_ts, max_off)
+    if since > cfg.index_interval_bytes:
+        _index_entries(seg, last, start, max_ts, max_off)
         since = 0
     since += size
-    sd["_bytes_since_last_index_entry"] = since
-    sd["max_timestamp"] = max_ts
-    sd["offset_of_max_timestamp"] = max_off
-    cdef Py_ssize_t over = len(tail) - TAIL_BATCHES
-    if over > TAIL_BATCHES:
-        del tail[:over], lasts[:over]
-    sd["_tail_end"] = sd["_size"]
+    seg._bytes_since_last_index_entry = since
+    seg.max_timestamp = max_ts
+    seg.offset_of_max_timestamp = max_off
+    seg.tail_trim_rows()
+    seg._tail_end = seg._size
     if start == 0:
-        sd["first_batch_timestamp"] = bmax
-    sd["next_offset"] = last + 1
+        seg.first_batch_timestamp = bmax
+    seg.next_offset = last + 1
     return 0

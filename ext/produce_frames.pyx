@@ -40,22 +40,37 @@ without this loop. The caller deletes the bytes consumed from the buffer.
 Each request answered is timed into ``stats`` (a metrics.RequestStats, or
 None) as the dispatcher times the one-pass path.
 
-``answer_one_partition`` is that path's common request -- one partition,
-one batch -- in one C pass: reading it, checking it, appending it
-(``append_once``) and writing its answer were 14,800 instructions of
-Python around the append's 31,400 (callgrind, one-record 1 KB requests
-to 100 partitions; docs/performance.md).
+``answer_one_frame`` is that path's common request -- one topic, one
+partition, one batch -- in one C pass from the frame: read into a C
+struct (``produce_wire.read_one_produce``), checked, appended where it is
+in the frame (``leader_append.append_batch``) and answered into one
+bytearray (``produce_wire.write_one_answer``). When the answer given is
+``produce_at_once.answer_frame`` bound to a replica manager (it says so
+with its ``one_pass`` attribute), ``serve`` calls that pass itself,
+without the Python function around it; any other answer (a test's
+wrapper) is called as it is. Reading, checking and answering in Python
+around the append had been 14,800 instructions a request, and the Python
+function and the objects between the C steps 7,000 after that
+(callgrind, one-record 1 KB requests to 100 partitions;
+docs/performance.md).
 """
 cimport cython
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, \
-    PyByteArray_GET_SIZE
-from libc.stdint cimport int64_t, uint8_t, uint32_t
+    PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.string cimport memcmp
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
 
 from wire_c cimport KL_ATTR_TRANSACTIONAL, KL_OFF_ATTRIBUTES, KL_OFF_RECORDS_COUNT
 
-from kafkalite._ext.leader_append import append_once
-from kafkalite._ext.produce_wire import write_produce_answer
+from kafkalite._ext.leader_append cimport Appended, append_batch
+from kafkalite._ext.log_state cimport PartitionState
+from kafkalite._ext.produce_wire cimport (ONE_ANSWER_BYTES, OneProduce, read_one_produce,
+                                         write_one_answer)
 from kafkalite.errors import KafkaError
 
 cdef enum:
@@ -85,6 +100,11 @@ cdef class ProduceFrames:
 
     cdef object answer
     cdef object no_response
+    # when ``answer`` is produce_at_once.answer_frame bound to a replica
+    # manager (its ``one_pass`` names its two Python paths): that manager
+    # and those paths, for ``_answer_one_frame`` called without the Python
+    # function around it
+    cdef object rm, slow, general
     cdef int64_t first_version, last_version, max_request_bytes
     # requests answered here, for the listener's tests and metrics
     cdef public int64_t served
@@ -97,6 +117,10 @@ cdef class ProduceFrames:
         self.last_version = last_version
         self.max_request_bytes = max_request_bytes
         self.served = 0
+        one_pass = getattr(getattr(answer, "__func__", None), "one_pass", None)
+        if one_pass is not None:
+            self.rm = answer.__self__
+            self.slow, self.general = one_pass
 
     def serve(self, bytearray rbuf not None, out, stats):
         """(bytes consumed, payload, result): the frames at the head of
@@ -133,7 +157,11 @@ cdef class ProduceFrames:
             pos += SIZE_BYTES + size
             started = _monotonic()
             try:
-                result = self.answer(payload)
+                if self.rm is not None:
+                    result = _answer_one_frame(self.rm, payload, no_response, self.slow,
+                                               self.general)
+                else:
+                    result = self.answer(payload)
             except Exception as exc:
                 return pos, payload, exc
             if result is None:
@@ -149,36 +177,102 @@ cdef class ProduceFrames:
             self.served += 1
 
 
-def answer_one_partition(rm, int version, int correlation_id, int acks, tuple topic,
-                         no_response, slow):
-    """``produce_at_once.answer_frame`` for a request of one partition
-    (librdkafka's at many partitions; ``topic``: read_produce's (name,
-    [(index, records)]) of it) in one C pass: the checks of
-    ``produce_at_once.qualifying``, ``append_once``, the answer's frame
-    written (``no_response`` for acks 0). None when the request is not the
-    common kind, nothing done. When ``append_once`` does not serve the
-    append, or the log refuses the batch, ``slow(rm, plan, version,
-    correlation_id, acks, refusal)`` answers it (plan: qualifying's shape;
-    refusal: the KafkaError, or None: to be appended through
-    ``ReplicaManager.append``)."""
-    name, partition_data = topic
-    index, records = partition_data[0]
+cdef class _TopicName:
+    """The str of the last topic name read (a frame's UTF-8 bytes): the
+    partitions dict is keyed by str, and a connection's requests name the
+    same few topics, so the name is decoded (and hashed) again only when
+    it changes."""
+    cdef str name
+    cdef const char* utf8        # the str's own UTF-8, kept with it
+    cdef Py_ssize_t size
+
+    cdef str of(self, const char* at, Py_ssize_t size):
+        """The str of ``size`` bytes at ``at``; None when they are not UTF-8."""
+        cdef str name
+        if self.name is not None and size == self.size and memcmp(at, self.utf8, size) == 0:
+            return self.name
+        try:
+            name = PyUnicode_DecodeUTF8(at, size, NULL)
+        except UnicodeDecodeError:
+            return None
+        self.utf8 = PyUnicode_AsUTF8AndSize(name, &self.size)
+        self.name = name
+        return name
+
+
+cdef _TopicName _names = _TopicName()
+
+
+def answer_one_frame(rm, payload, no_response, slow, general):
+    """``produce_at_once.answer_frame`` (see there) with its common request
+    -- one topic of one partition, librdkafka's at many partitions -- in
+    one C pass: read (``produce_wire.read_one_produce``), checked as
+    ``produce_at_once.qualifying`` checks, appended (``append_batch``) and
+    answered (``write_one_answer``: its frame, or ``no_response`` for acks
+    0), without a Python object per field. None when it is not the common
+    kind, nothing done. When ``append_batch`` does not serve the append, or
+    the log refuses the batch, ``slow(rm, plan, version, correlation_id,
+    acks, refusal)`` answers it (plan: qualifying's shape; refusal: the
+    KafkaError, or None: to be appended through ``ReplicaManager.append``).
+    A request of any other shape, or a frame not in a bytearray (whose
+    batch the log could not patch in place), is ``general(rm, payload)``'s."""
+    if type(payload) is not bytearray:
+        return general(rm, payload)
+    return _answer_one_frame(rm, payload, no_response, slow, general)
+
+
+cdef list _plan(name, int32_t index, part, bytearray payload, OneProduce* req):
+    # produce_at_once.qualifying's plan of the request: its batch a writable view of the frame
+    records = memoryview(payload)[req.records_at:req.records_at + req.records_size]
+    return [(name, [(index, part, records)])]
+
+
+cdef object _answer_one_frame(rm, bytearray payload, no_response, slow, general):
+    cdef OneProduce req
+    cdef Appended done
+    cdef const char* p = PyByteArray_AS_STRING(payload)
+    cdef Py_ssize_t name_size
+    cdef const char* name_utf8
+    cdef char* start
+    cdef char* end
+    if not read_one_produce(<const uint8_t*>p, PyByteArray_GET_SIZE(payload), &req):
+        return general(rm, payload)
+    cdef int acks = req.acks
     if acks != 1 and acks != 0 and acks != -1:
         return None
-    part = rm.partitions.get((name, index))
+    name = _names.of(p + req.name_at, req.name_size)
+    if name is None:
+        return None             # not UTF-8: the generic decoder refuses it
+    cdef dict partitions = rm.partitions
+    found = partitions.get((name, req.index))
+    if found is None or not isinstance(found, PartitionState):
+        return None
+    cdef PartitionState part = <PartitionState>found
     # qualifying's checks, one partition
-    if (part is None or part.leader_id != part.broker_id or len(records) < KL_OFF_RECORDS_COUNT
-            or records[KL_OFF_ATTRIBUTES + 1] & KL_ATTR_TRANSACTIONAL):
+    if (part.leader_id != part.broker_id
+            or req.records_size < KL_OFF_RECORDS_COUNT
+            or (<const uint8_t*>p)[req.records_at + KL_OFF_ATTRIBUTES + 1] & KL_ATTR_TRANSACTIONAL):
         return None
     if acks == -1 and (len(part.isr) != 1 or part.pending_isr is not None
-                       or part.under_min_isr):
+                       or (<object>part).under_min_isr):
         return None
+    # the frame's batch appended where it is: the log patches its header in place
     try:
-        once = append_once(rm, part, records, index)
+        appended = append_batch(rm, part, payload, req.records_at, req.records_size,
+                                <unsigned char*>p + req.records_at, &done)
     except KafkaError as exc:
-        return slow(rm, [(name, [(index, part, records)])], version, correlation_id, acks, exc)
-    if once is None:
-        return slow(rm, [(name, [(index, part, records)])], version, correlation_id, acks, None)
+        return slow(rm, _plan(name, req.index, part, payload, &req), req.version,
+                    req.correlation_id, acks, exc)
+    if not appended:
+        return slow(rm, _plan(name, req.index, part, payload, &req), req.version,
+                    req.correlation_id, acks, None)
     if not acks:
         return no_response
-    return write_produce_answer(version, correlation_id, [(name, [once])])
+    name_utf8 = PyUnicode_AsUTF8AndSize(name, &name_size)
+    out = PyByteArray_FromStringAndSize(NULL, ONE_ANSWER_BYTES + name_size)
+    start = PyByteArray_AS_STRING(out)
+    end = write_one_answer(start, req.version, req.correlation_id, name_utf8, name_size,
+                           req.index, done.base_offset, done.log_append_time,
+                           done.log_start_offset)
+    PyByteArray_Resize(out, end - start)
+    return out

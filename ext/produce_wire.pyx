@@ -45,7 +45,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndS
 from cpython.list cimport PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 
 cdef extern from "Python.h":
@@ -118,6 +118,86 @@ cdef inline bint no_tags(Reader* r) noexcept:
     return True
 
 
+cdef int64_t read_head(Reader* r, int64_t* version, int64_t* correlation_id,
+                       int64_t* acks) noexcept:
+    """The request header and the body up to its topics, read: their
+    count, NOT_TAKEN when the frame is not the common kind (module docstring)."""
+    cdef int64_t api_key, n
+    cdef Py_ssize_t k
+    cdef bint flexible
+    if not has(r, 10):
+        return NOT_TAKEN
+    api_key = read_int(r, 2)
+    version[0] = read_int(r, 2)
+    if api_key != PRODUCE or not FIRST_VERSION <= version[0] <= LAST_VERSION:
+        return NOT_TAKEN
+    correlation_id[0] = read_int(r, 4)
+    n = read_int(r, 2)              # client_id: int16 length in every header version
+    if n >= 0:
+        if not has(r, n):
+            return NOT_TAKEN
+        # ASCII is UTF-8; anything else the generic decoder checks
+        for k in range(r.pos, r.pos + n):
+            if r.p[k] >= 0x80:
+                return NOT_TAKEN
+        r.pos += n
+    elif n != -1:
+        return NOT_TAKEN
+    flexible = version[0] >= FIRST_FLEXIBLE
+    if flexible and not no_tags(r):
+        return NOT_TAKEN
+    if read_length(r, flexible, 2) != -1:      # transactional_id: null only
+        return NOT_TAKEN
+    if not has(r, 6):
+        return NOT_TAKEN
+    acks[0] = read_int(r, 2)
+    r.pos += 4                      # timeout_ms: the one-pass path never waits
+    n = read_length(r, flexible, 4)
+    # each topic takes at least a byte: a count past the bytes left is malformed
+    if n < 0 or n > r.end - r.pos:
+        return NOT_TAKEN
+    return n
+
+
+cdef int read_one_produce(const uint8_t* p, Py_ssize_t size, OneProduce* out) noexcept:
+    """``read_produce`` of a request of one topic of one partition, into
+    ``out`` (positions in ``p``, no Python object): 1; 0 for any other
+    frame, ``read_produce``'s to read or refuse."""
+    cdef Reader r
+    cdef int64_t version, correlation_id, acks, n
+    cdef bint flexible
+    r.p = p
+    r.pos = 0
+    r.end = size
+    if read_head(&r, &version, &correlation_id, &acks) != 1:
+        return 0
+    flexible = version >= FIRST_FLEXIBLE
+    n = read_length(&r, flexible, 2)
+    if n < 0 or n > MAX_STRING_BYTES or not has(&r, n):
+        return 0
+    out.name_at = r.pos
+    out.name_size = n
+    r.pos += n
+    if read_length(&r, flexible, 4) != 1 or not has(&r, 4):
+        return 0
+    out.index = <int32_t>read_int(&r, 4)
+    n = read_length(&r, flexible, 4)
+    if n < 0 or not has(&r, n):
+        return 0                    # null records, or malformed
+    out.records_at = r.pos
+    out.records_size = n
+    r.pos += n
+    # the partition's, the topic's and the body's tagged fields
+    if flexible and not (no_tags(&r) and no_tags(&r) and no_tags(&r)):
+        return 0
+    if r.pos != r.end:
+        return 0
+    out.version = <int32_t>version
+    out.correlation_id = <int32_t>correlation_id
+    out.acks = <int32_t>acks
+    return 1
+
+
 def read_produce(payload):
     """(api_version, correlation_id, acks, [(topic name, [(partition index,
     records)])]) of a Produce request frame (header + body, no size
@@ -125,9 +205,8 @@ def read_produce(payload):
     slices of ``payload``; None for any other frame."""
     cdef Py_buffer view
     cdef Reader r
-    cdef int64_t api_key, version, correlation_id, n, acks, topics, partitions, t, i, index
+    cdef int64_t version, correlation_id, n, acks, topics, partitions, t, i, index
     cdef bint flexible
-    cdef Py_ssize_t k
     cdef list topic_data, partition_data
     cdef str name
     if PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE) != 0:
@@ -136,37 +215,10 @@ def read_produce(payload):
         r.p = <const uint8_t*>view.buf
         r.pos = 0
         r.end = view.len
-        if not has(&r, 10):
-            return None
-        api_key = read_int(&r, 2)
-        version = read_int(&r, 2)
-        if api_key != PRODUCE or not FIRST_VERSION <= version <= LAST_VERSION:
-            return None
-        correlation_id = read_int(&r, 4)
-        n = read_int(&r, 2)             # client_id: int16 length in every header version
-        if n >= 0:
-            if not has(&r, n):
-                return None
-            # ASCII is UTF-8; anything else the generic decoder checks
-            for k in range(r.pos, r.pos + n):
-                if r.p[k] >= 0x80:
-                    return None
-            r.pos += n
-        elif n != -1:
+        topics = read_head(&r, &version, &correlation_id, &acks)
+        if topics == NOT_TAKEN:
             return None
         flexible = version >= FIRST_FLEXIBLE
-        if flexible and not no_tags(&r):
-            return None
-        if read_length(&r, flexible, 2) != -1:     # transactional_id: null only
-            return None
-        if not has(&r, 6):
-            return None
-        acks = read_int(&r, 2)
-        r.pos += 4                      # timeout_ms: the one-pass path never waits
-        topics = read_length(&r, flexible, 4)
-        # each topic takes at least a byte: a count past the bytes left is malformed
-        if topics < 0 or topics > r.end - r.pos:
-            return None
         mv = memoryview(payload)
         topic_data = []
         for t in range(topics):
@@ -226,6 +278,53 @@ cdef inline char* put_length(char* at, Py_ssize_t n, bint flexible, int size) no
     return at + 1
 
 
+cdef inline char* put_partition(char* at, int version, int64_t index, int64_t base_offset,
+                               int64_t log_append_time, int64_t log_start_offset) noexcept:
+    """One appended partition's answer (room reserved: PARTITION_BYTES)."""
+    cdef bint flexible = version >= FIRST_FLEXIBLE
+    at = put_int(at, index, 4)
+    at = put_int(at, 0, 2)                      # error_code
+    at = put_int(at, base_offset, 8)
+    at = put_int(at, log_append_time, 8)
+    if version >= 5:
+        at = put_int(at, log_start_offset, 8)
+    if version >= 8:
+        at = put_length(at, 0, flexible, 4)     # record_errors: none
+        at = put_length(at, -1, flexible, 2)    # error_message: null
+    if flexible:
+        at[0] = 0
+        at += 1
+    return at
+
+
+cdef char* write_one_answer(char* start, int version, int correlation_id, const char* name,
+                            Py_ssize_t name_size, int64_t index, int64_t base_offset,
+                            int64_t log_append_time, int64_t log_start_offset) noexcept:
+    """``write_produce_answer``'s frame of one topic of one partition, at
+    ``start`` (room reserved: ONE_ANSWER_BYTES + name_size; version and
+    name size checked by the caller); the end of what it wrote."""
+    cdef bint flexible = version >= FIRST_FLEXIBLE
+    cdef char* at = put_int(start + 4, correlation_id, 4)
+    if flexible:
+        at[0] = 0                       # response header v1's tags
+        at += 1
+    at = put_length(at, 1, flexible, 4)
+    at = put_length(at, name_size, flexible, 2)
+    memcpy(at, name, name_size)
+    at += name_size
+    at = put_length(at, 1, flexible, 4)
+    at = put_partition(at, version, index, base_offset, log_append_time, log_start_offset)
+    if flexible:
+        at[0] = 0                       # the topic's tags
+        at += 1
+    at = put_int(at, 0, 4)              # throttle_time_ms
+    if flexible:
+        at[0] = 0
+        at += 1
+    put_int(start, (at - start) - 4, 4)
+    return at
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def write_produce_answer(int version, int correlation_id, list topics):
@@ -267,18 +366,8 @@ def write_produce_answer(int version, int correlation_id, list topics):
         for part in parts:
             if PyTuple_GET_SIZE(part) != 4:
                 raise ValueError("a partition is (index, base offset, append time, log start)")
-            at = put_int(at, <int>part[0], 4)
-            at = put_int(at, 0, 2)                      # error_code
-            at = put_int(at, <int64_t>part[1], 8)
-            at = put_int(at, <int64_t>part[2], 8)
-            if version >= 5:
-                at = put_int(at, <int64_t>part[3], 8)
-            if version >= 8:
-                at = put_length(at, 0, flexible, 4)     # record_errors: none
-                at = put_length(at, -1, flexible, 2)    # error_message: null
-            if flexible:
-                at[0] = 0
-                at += 1
+            at = put_partition(at, version, <int>part[0], <int64_t>part[1], <int64_t>part[2],
+                               <int64_t>part[3])
         if flexible:
             at[0] = 0
             at += 1

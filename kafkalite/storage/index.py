@@ -27,6 +27,7 @@ import os
 import struct
 
 from kafkalite._ext import index as _search
+from kafkalite._ext.log_state import IndexState
 from kafkalite.errors import KafkaStorageError
 
 # One entry of each index file (their formats: the module docstring).
@@ -34,7 +35,10 @@ OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
 
 
-class _IndexFile:
+class _IndexFile(IndexState):
+    # base_offset, _full_size, full, _data and _last are IndexState's C
+    # fields (ext/log_state.pyx), whose appends of the common case are the
+    # one-pass leader append's
     entry_size = 0
 
     def __init__(self, path: str, base_offset: int, max_index_size: int):

@@ -63,6 +63,7 @@ import time
 from typing import Callable, NamedTuple
 
 from kafkalite._ext.batch_scan import validate_for_append
+from kafkalite._ext.log_state import PartitionLogState
 from kafkalite.errors import (CorruptRecordError, InvalidRequestError, KafkaStorageError,
                               OffsetOutOfRangeError, RecordListTooLargeError)
 from kafkalite.storage import loader
@@ -132,7 +133,7 @@ def parse_topic_partition(directory: str) -> tuple[str, int] | None:
     return None
 
 
-class PartitionLog:
+class PartitionLog(PartitionLogState):
     def __init__(self, directory: str, config: LogConfig, state: loader.LoadedLog,
                  clock: Callable[[], int]):
         self.directory = directory

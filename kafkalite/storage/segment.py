@@ -38,13 +38,13 @@ afterwards; it is bounded by the bytes that existed when it was made.
 """
 from __future__ import annotations
 
-import bisect
 import logging
 import mmap
 import os
 import time
 
 from kafkalite._ext.batch_scan import batch_header, find_next_batch, scan_log
+from kafkalite._ext.log_state import NOT_IN_TAIL, TAIL_BATCHES, LogSegmentState
 from kafkalite.errors import CorruptRecordError, KafkaStorageError
 from kafkalite.record import BATCH_HEADER_SIZE, LOG_OVERHEAD, RecordBatch
 from kafkalite.record.layout import MIN_BATCH_LENGTH, OFF_LENGTH
@@ -73,10 +73,11 @@ _HEADER_SCAN_CHUNK = 64 * 1024
 # otherwise copy 64 KB out of the page cache to find a 1 KB batch.
 _FIRST_SCAN_INTERVALS = 2
 # Batches appended by this process whose places the active segment keeps in
-# memory (the newest, between _TAIL_BATCHES and twice as many; about 6 KB a
-# partition at most): a consumer at the log end finds its batch there, with
-# no index lookup and no header read. One further behind reads the index.
-_TAIL_BATCHES = 16
+# memory (the newest, between _TAIL_BATCHES and twice as many, 32 bytes
+# each, in LogSegmentState's C array): a consumer at the log end finds its
+# batch there, with no index lookup and no header read. One further behind
+# reads the index.
+_TAIL_BATCHES = TAIL_BATCHES
 _INT32_MAX = 0x7FFFFFFF        # an index entry's offset is relative to the base, in 4 bytes
 
 
@@ -179,7 +180,7 @@ class FileRegion:
         return f"FileRegion({self.file.name}, position={self.position}, length={self.length})"
 
 
-class LogSegment:
+class LogSegment(LogSegmentState):
     def __init__(self, directory: str, base_offset: int, config: LogConfig, *,
                  suffix: str = "", create: bool = False):
         self.directory = directory
@@ -218,11 +219,9 @@ class LogSegment:
         self.verified_end = 0
         self.trusted_from = 0
         self.damaged: str | None = None         # why a read found a bad batch
-        # The last batches appended, up to the end of the file: their last
-        # offsets ascending, and (base offset, last offset, position, size)
-        # of each; valid while _tail_end is the file's size.
-        self._tail_lasts: list[int] = []
-        self._tail: list[tuple[int, int, int, int]] = []
+        # The last batches appended, up to the end of the file, are kept in
+        # memory (LogSegmentState's tail, ext/log_state.pyx); valid while
+        # _tail_end is the file's size.
         self._tail_end = 0
         if create:
             self.offset_index.reset()
@@ -414,15 +413,13 @@ class LogSegment:
         since = self._bytes_since_last_index_entry
         interval = self.config.index_interval_bytes
         max_ts, max_off = self.max_timestamp, self.offset_of_max_timestamp
-        tail, lasts = self._tail, self._tail_lasts
         if self._tail_end != start:
-            del tail[:], lasts[:]          # what they held no longer ends at the file's end
+            self.tail_clear()           # what it held no longer ends at the file's end
         if scan.batch_count == 1:
             # one batch (a producer's batch per partition per request): its
             # figures are the scan's own, no columns copied out, no loop
             size, last, bmax = scan.size_in_bytes, scan.last_offset, scan.max_timestamp
-            tail.append((scan.first_offset, last, start, size))
-            lasts.append(last)
+            self.tail_add(scan.first_offset, last, start, size)
             if bmax > max_ts:
                 max_ts, max_off = bmax, last
             if since > interval:        # the rule of the loop below
@@ -436,8 +433,7 @@ class LogSegment:
                           scan.base_offsets.tolist(), scan.last_offsets.tolist(),
                           scan.max_timestamps.tolist())
         for pos, size, base, last, bmax in batches:
-            tail.append((base, last, start + pos, size))
-            lasts.append(last)
+            self.tail_add(base, last, start + pos, size)
             if bmax > max_ts:
                 max_ts, max_off = bmax, last
             # Kafka's rule (LogSegment.append), also applied by scan_log when
@@ -450,8 +446,7 @@ class LogSegment:
             since += size
         self._bytes_since_last_index_entry = since
         self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_off
-        if len(tail) > 2 * _TAIL_BATCHES:
-            del tail[:-_TAIL_BATCHES], lasts[:-_TAIL_BATCHES]
+        self.tail_trim()
         self._tail_end = self._size
         if start == 0:
             self.first_batch_timestamp = (scan.max_timestamp if scan.batch_count == 1
@@ -490,7 +485,7 @@ class LogSegment:
         """The segment was rolled: index its largest timestamp so that time
         lookups and retention never need to scan it. Its last batches are no
         longer kept in memory: only the active segment's are read that often."""
-        del self._tail[:], self._tail_lasts[:]
+        self.tail_clear()
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
@@ -540,12 +535,10 @@ class LogSegment:
     def translate_offset(self, offset: int, start_position: int = 0):
         """(base offset, last offset, position, size) of the first batch whose
         last offset is >= ``offset``, or None if the segment has no such batch."""
-        tail = self._tail
-        if (tail and self._tail_end == self._size and offset >= tail[0][0]
-                and start_position <= tail[0][2]):
-            # at the log end: the batches appended last, in memory
-            at = bisect.bisect_left(self._tail_lasts, offset)
-            return tail[at] if at < len(tail) else None
+        # at the log end: the batches appended last, in memory
+        kept = self.tail_lookup(offset, start_position)
+        if kept is not NOT_IN_TAIL:
+            return kept
         pos = self._start_position(offset)
         first_chunk = _FIRST_SCAN_INTERVALS * self.config.index_interval_bytes + BATCH_HEADER_SIZE
         for base, last, position, size, _ in self._headers_from(max(pos, start_position),

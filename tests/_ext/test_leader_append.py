@@ -120,7 +120,7 @@ def _segment_state(seg) -> tuple:
         data = f.read()
     return (seg.base_offset, data, seg.size, seg.next_offset, seg.max_timestamp,
             seg.offset_of_max_timestamp, seg.first_batch_timestamp,
-            seg._bytes_since_last_index_entry, list(seg._tail), list(seg._tail_lasts),
+            seg._bytes_since_last_index_entry, seg.tail_batches,
             seg._tail_end, bytes(seg.offset_index._data), bytes(seg.time_index._data))
 
 

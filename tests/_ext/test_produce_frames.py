@@ -13,7 +13,7 @@ import struct
 
 import pytest
 
-from kafkalite._ext.produce_frames import ProduceFrames, answer_one_partition
+from kafkalite._ext.produce_frames import ProduceFrames, answer_one_frame
 from kafkalite.protocol import ApiKey, decode_response, encode_request
 from kafkalite.record import RecordBatchBuilder
 from kafkalite.server.config import ServerConfig
@@ -39,13 +39,13 @@ def _frames_of(rm) -> ProduceFrames:
 
 
 def _produce(correlation: int, partition: int = 0, acks: int = 1, version: int = 9,
-             records: bytes | None = None, transactional_id=None) -> bytes:
+             records: bytes | None = None, transactional_id=None, topic: str = "t") -> bytes:
     if records is None:
         b = RecordBatchBuilder()
         b.append(1_700_000_000_000, None, b"v%d" % correlation)
         records = bytes(b.build())
     body = {"transactional_id": transactional_id, "acks": acks, "timeout_ms": 1000,
-            "topic_data": [{"name": "t", "partition_data": [
+            "topic_data": [{"name": topic, "partition_data": [
                 {"index": partition, "records": records}]}]}
     frame = encode_request(ApiKey.PRODUCE, version, correlation, "client", body)
     return struct.pack(">i", len(frame)) + frame
@@ -141,8 +141,12 @@ def _one_partition(records: bytes, partition: int = 0, topic: str = "t") -> tupl
     return (topic, [(partition, memoryview(bytearray(records)))])
 
 
+def _general(rm, payload):
+    raise AssertionError("a one-partition request went to the general path")
+
+
 def test_one_partition_requests_it_may_not_take_are_left_untouched(rm):
-    """answer_one_partition takes what produce_at_once.qualifying takes of a
+    """answer_one_frame takes what produce_at_once.qualifying takes of a
     one-partition request, and leaves the rest to the full path with
     nothing appended: its checks are qualifying's, written again in C."""
     from kafkalite.server.replica.produce_at_once import _answer_one_slowly, qualifying
@@ -165,10 +169,11 @@ def test_one_partition_requests_it_may_not_take_are_left_untouched(rm):
     for acks, topic in cases:
         name, ((index, records),) = topic
         assert qualifying(rm, acks, [(name, [(index, records)])]) is None
-        assert answer_one_partition(rm, 9, 1, acks, topic, NO_RESPONSE,
-                                    _answer_one_slowly) is None, (acks, topic)
+        frame = _produce(1, partition=index, acks=acks, records=bytes(records), topic=name)[4:]
+        assert answer_one_frame(rm, bytearray(frame), NO_RESPONSE, _answer_one_slowly,
+                                _general) is None, (acks, topic)
     assert all(part.log.log_end_offset == 0 for part in rm.partitions.values())
     # and what it takes: acks -1 on a partition that is its own ISR
-    answer = answer_one_partition(rm, 9, 7, -1, _one_partition(plain), NO_RESPONSE,
-                                  _answer_one_slowly)
+    answer = answer_one_frame(rm, bytearray(_produce(7, acks=-1, records=plain)[4:]),
+                              NO_RESPONSE, _answer_one_slowly, _general)
     assert _answers([answer]) == [(7, 0, 0, 0)]

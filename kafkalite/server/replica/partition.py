@@ -42,6 +42,7 @@ from __future__ import annotations
 import time
 
 from kafkalite import errors
+from kafkalite._ext.log_state import PartitionState
 from kafkalite.storage import AppendOrigin
 from kafkalite.storage.log import (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
                                    FetchDataInfo, LogAppendInfo, PartitionLog)
@@ -57,9 +58,10 @@ LATEST_TIERED_TIMESTAMP = -5
 EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 
-class Partition:
-    __slots__ = ("topic", "index", "topic_id", "log", "broker_id", "leader_epoch", "replicas",
-                 "isr", "leader_id", "partition_epoch", "pending_isr", "pending_since",
+class Partition(PartitionState):
+    # topic, index, log, broker_id, leader_id, leader_epoch, replicas, isr
+    # and pending_isr are PartitionState's C fields (ext/log_state.pyx)
+    __slots__ = ("topic_id", "partition_epoch", "pending_since",
                  "_replica_ends", "_replica_starts", "_caught_up", "_epoch_start")
 
     def __init__(self, topic: str, index: int, topic_id, plog: PartitionLog, broker_id: int):

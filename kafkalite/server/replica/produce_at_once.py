@@ -29,7 +29,7 @@ import logging
 
 from kafkalite import errors
 from kafkalite._ext.leader_append import append_once
-from kafkalite._ext.produce_frames import answer_one_partition
+from kafkalite._ext.produce_frames import answer_one_frame
 from kafkalite._ext.produce_wire import read_produce, write_produce_answer
 from kafkalite.errors import KafkaError
 from kafkalite.record.layout import ATTR_TRANSACTIONAL, OFF_ATTRIBUTES, OFF_PRODUCER_ID, PRODUCER
@@ -88,21 +88,25 @@ def answer_at_once(rm, body: dict) -> dict | None:
 
 def answer_frame(rm, payload):
     """The answer to a Produce request frame (header + body, as the TCP
-    wire carries it, without its size prefix) when it is the common kind,
-    every partition appended: its TCP frame (size prefix and all), or a
-    response body when a partition's log refused its batch (for the
-    generic encoder: record errors, messages), or NO_RESPONSE (acks 0);
+    wire carries it, without its size prefix; a bytearray) when it is the
+    common kind, every partition appended: its TCP frame (size prefix and
+    all), or a response body when a partition's log refused its batch (for
+    the generic encoder: record errors, messages), or NO_RESPONSE (acks 0);
     None when it is not the common kind, nothing read beyond the frame and
-    nothing changed: the caller decodes it and serves it as any other."""
+    nothing changed: the caller decodes it and serves it as any other.
+    A request of one partition (librdkafka's at many partitions) is
+    served in one C pass (ext/produce_frames.pyx), any other by
+    ``_answer_frame_generally``."""
+    return answer_one_frame(rm, payload, NO_RESPONSE, _answer_one_slowly,
+                            _answer_frame_generally)
+
+
+def _answer_frame_generally(rm, payload):
+    """answer_frame's answer to a request of more (or fewer) than one partition."""
     request = read_produce(payload)
     if request is None:
         return None
     version, correlation_id, acks, topics = request
-    if len(topics) == 1 and len(topics[0][1]) == 1:
-        # one partition (librdkafka's request at many partitions), in one C
-        # pass; its one append wakes what waits on it as gathering would
-        return answer_one_partition(rm, version, correlation_id, acks, topics[0], NO_RESPONSE,
-                                    _answer_one_slowly)
     plan = qualifying(rm, acks, topics)
     if plan is None:
         return None
@@ -122,7 +126,7 @@ def _answer(version: int, correlation_id: int, acks: int, answers: list, refused
 
 def _answer_one_slowly(rm, plan: list, version: int, correlation_id: int, acks: int,
                        refusal: KafkaError | None):
-    """answer_one_partition's request that ``append_once`` did not serve:
+    """answer_one_frame's request that ``append_once`` did not serve:
     its batch refused with ``refusal``, or (None) appended through
     ``ReplicaManager.append``."""
     if refusal is None:
@@ -191,3 +195,9 @@ def _refused(rm, part, index: int, exc: KafkaError) -> dict:
     return {"index": index, "error_code": exc.code, "base_offset": -1,
             "log_append_time_ms": -1, "log_start_offset": -1,
             "record_errors": record_errors, "error_message": exc.message}
+
+
+# For ProduceFrames (ext/produce_frames.pyx): a read's frames given to
+# ``answer_frame`` bound to a replica manager go to the C pass directly,
+# with these two paths, without this module's Python call around it.
+answer_frame.one_pass = (_answer_one_slowly, _answer_frame_generally)
