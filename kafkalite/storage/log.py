@@ -194,8 +194,7 @@ class PartitionLog(PartitionLogState):
         span = None
         if remote is not None and remote.log_start_offset is not None:
             span = (remote.log_start_offset, remote.highest_offset)
-        state = loader.load(directory, config, checkpoints, remote_span=span,
-                            flush_recovered=flush_recovered)
+        state = loader.load(directory, config, checkpoints, span, flush_recovered)
         plog = cls(directory, config, state, clock)
         plog.remote = remote
         plog._checkpoints = checkpoints
