@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""SQL over a topic's history (kafkalite.sql, issue 76): a count and a
-group-by over N records read from the topic, beside DuckDB over the same
+"""SQL over a topic's history (kafkalite.sql, issue 76): a count (of the
+non-empty values: one that reads a column) and a group-by over N records read from the topic, beside DuckDB over the same
 rows in a Parquet file, in the same run.
 
     python benchmarks/bench_sql.py                        # 1,000,000 records, 3 rounds
@@ -42,7 +42,11 @@ from kafkalite.launcher import ServerProcess  # noqa: E402
 QUICK = dict(records=20_000, rounds=1)
 TOPIC = "bench-sql"
 QUERIES = {
-    "count": 'SELECT count(*) FROM {t}',
+    # a count that reads a column: Parquet answers count(*) and count(value)
+    # from its footer (row counts, null counts) without reading a row, which
+    # a topic cannot (aborted and control records, compaction's gaps: only
+    # a read of its records counts them)
+    "count": 'SELECT count(*) FROM {t} WHERE octet_length(value) > 0',
     "group_by": 'SELECT key, count(*) AS n, sum(octet_length(value)) AS bytes FROM {t} '
                 'GROUP BY key ORDER BY key',
 }

@@ -116,8 +116,9 @@ class Session:
         decoded = values.for_topic(self.registry, topic)
         schema = topic_source.BASE_SCHEMA if decoded is None else \
             pa.schema([*topic_source.BASE_SCHEMA, *decoded.fields])
-        batches = topic_source.history(self.client_config, topic, self.timeout)
-        return pa.RecordBatchReader.from_batches(schema, _with_values(batches, decoded, schema))
+        batches = topic_source.read_ahead(lambda: _with_values(
+            topic_source.history(self.client_config, topic, self.timeout), decoded, schema))
+        return pa.RecordBatchReader.from_batches(schema, batches)
 
     def interrupt(self) -> None:
         """Cancel the running query (any thread): it fails with QueryError
