@@ -71,6 +71,7 @@ class Session:
         self.memory_limit, self.threads, self.timeout = memory_limit, threads, timeout
         self.authorize = authorize
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._value_columns: list = []      # the last query's, for values_decoded
         self._lock = threading.Lock()
         self._interrupted = False
 
@@ -88,9 +89,14 @@ class Session:
             return pa.RecordBatchReader.from_batches(answer.schema, answer.to_batches() or [
                 pa.RecordBatch.from_pylist([], schema=answer.schema)])
         con = self._connect()
+        self._value_columns = []
         try:        # an interrupt lands in whichever DuckDB call runs (_run)
-            for topic in self._topics_named(sql):
-                con.register(topic, self.history_reader(topic))
+            tables = {topic: self._table(topic) for topic in self._topics_named(sql)}
+            for topic, (_, schema) in tables.items():
+                con.register(topic, pa.RecordBatchReader.from_batches(schema, []))
+            columns = self._scanned_columns(con, sql)
+            for topic, table in tables.items():
+                con.register(topic, self.history_reader(topic, columns, table))
             con.execute("SET lock_configuration = true")
         except duckdb.Error as exc:
             raise self._error(exc, sql) from None
@@ -110,15 +116,64 @@ class Session:
         except (duckdb.Error, pa.ArrowException) as exc:
             raise self._error(exc, sql) from None
 
-    def history_reader(self, topic: str) -> pa.RecordBatchReader:
+    def history_reader(self, topic: str, columns: set[str] | None = None,
+                       table=None) -> pa.RecordBatchReader:
         """``topic``'s whole history (to its last stable offset now) as a
-        reader of its table's schema."""
+        reader of its table's schema; of the value's columns only those in
+        ``columns`` (None: all) are decoded, the others are null.
+        ``table``: the topic's (value columns, schema) if known."""
+        decoded, schema = table or self._table(topic)
+        if decoded is not None:
+            self._value_columns.append(decoded)
+        batches = topic_source.read_ahead(lambda: _with_values(
+            topic_source.history(self.client_config, topic, self.timeout), decoded, schema,
+            columns))
+        return pa.RecordBatchReader.from_batches(schema, batches)
+
+    @property
+    def values_decoded(self) -> int:
+        """How many values the last query has decoded into value columns
+        (none when it reads none of them)."""
+        return sum(v.decoded for v in self._value_columns)
+
+    def _table(self, topic: str):
+        """(the value columns or None, the table's schema) of ``topic``."""
         decoded = values.for_topic(self.registry, topic)
         schema = topic_source.BASE_SCHEMA if decoded is None else \
             pa.schema([*topic_source.BASE_SCHEMA, *decoded.fields])
-        batches = topic_source.read_ahead(lambda: _with_values(
-            topic_source.history(self.client_config, topic, self.timeout), decoded, schema))
-        return pa.RecordBatchReader.from_batches(schema, batches)
+        return decoded, schema
+
+    def _scanned_columns(self, con, sql: str) -> set[str] | None:
+        """The columns DuckDB's plan of ``sql`` reads from its tables (the
+        topics registered as empty readers on ``con``): every table scan's
+        projection, of all the tables at once (a column of one topic named
+        like another's is read from both: more decoded, never less). None,
+        every column, when the plan does not say: a statement EXPLAIN does
+        not take (its error is the real run's to report), a scan with
+        filters pushed into it."""
+        try:
+            plan = json.loads(con.execute("EXPLAIN (FORMAT json) " + sql).fetchall()[0][1])
+        except duckdb.Error:
+            if self._interrupted:
+                raise QueryError("the query was cancelled", "cancelled") from None
+            return None
+        except (ValueError, IndexError, TypeError):
+            return None
+        names: set[str] = set()
+        nodes = list(plan) if isinstance(plan, list) else [plan]
+        while nodes:
+            node = nodes.pop()
+            if not isinstance(node, dict):
+                return None
+            nodes.extend(node.get("children", ()))
+            info = node.get("extra_info") or {}
+            if node.get("name") != "PYTHON_ARROW_SCAN":
+                continue
+            projected = info.get("Projections") if isinstance(info, dict) else None
+            if projected is None or "Filters" in info:
+                return None
+            names.update([projected] if isinstance(projected, str) else projected)
+        return names
 
     def interrupt(self) -> None:
         """Cancel the running query (any thread): it fails with QueryError
@@ -312,10 +367,12 @@ def _relation(con, sql: str, error):
         raise error(exc, sql) from None
 
 
-def _with_values(batches, decoded, schema: pa.Schema):
-    """``batches`` (BASE_SCHEMA) with the value's columns added."""
+def _with_values(batches, decoded, schema: pa.Schema, columns: set[str] | None = None):
+    """``batches`` (BASE_SCHEMA) with the value's columns added (decoded
+    only if named in ``columns``; None: all)."""
     for batch in batches:
         if decoded is not None:
             batch = pa.RecordBatch.from_arrays(
-                [*batch.columns, *decoded.arrays(batch.column("value"))], schema=schema)
+                [*batch.columns, *decoded.arrays(batch.column("value"), columns)],
+                schema=schema)
         yield batch

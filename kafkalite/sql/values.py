@@ -41,15 +41,23 @@ from kafkalite.sql.topic_source import BASE_COLUMNS
 
 class ValueColumns:
     """The columns one topic's values decode into (``fields``), and the
-    decoding of a batch's value column into them (``arrays``)."""
+    decoding of a batch's value column into them (``arrays``).
+    ``decoded``: how many values this has decoded (a batch whose columns
+    no query reads is not decoded)."""
 
     def __init__(self, fields: list[pa.Field], decode):
         self.fields = fields
         self._decode = decode               # bytes -> dict (field name -> value), or None
         self._struct = pa.struct(fields)
         self._names = [f.name for f in fields]
+        self.decoded = 0
 
-    def arrays(self, values: pa.Array) -> list[pa.Array]:
+    def arrays(self, values: pa.Array, columns=None) -> list[pa.Array]:
+        """The value columns of ``values``; only those named in ``columns``
+        (None: all) are decoded, the others are nulls of their type (a
+        query that reads none of them decodes no value)."""
+        if columns is not None and not columns.intersection(self._names):
+            return [pa.nulls(len(values), f.type) for f in self.fields]
         rows = []
         for v in values.to_pylist():
             row = None
@@ -59,6 +67,7 @@ class ValueColumns:
                 except Exception:   # noqa: BLE001 -- bytes of another schema, a corrupt value
                     row = None
             rows.append(row)
+        self.decoded += len(rows)
         # flatten(), not field(i): a null row's fields are null only through it
         return pa.array(rows, self._struct).flatten()
 

@@ -140,6 +140,28 @@ def test_each_partition_is_read_from_its_log_start_to_its_end(session, orders, s
         assert low == ends[p][0] == 0
 
 
+def test_a_query_decodes_only_the_value_columns_it_reads(session, orders):
+    # the value's columns are decoded (a registry's Avro, record by record)
+    # only for a query that reads one of them: a count or a group-by of the
+    # keys decoded every value before
+    topic, model = orders
+    t = f'"{topic}"'
+    assert rows(session, f"SELECT count(*) FROM {t}") == [(len(model) + 2,)]
+    assert session.values_decoded == 0
+    per_key = Counter(r["key"] for r in model)
+    assert rows(session, f"SELECT CAST(key AS VARCHAR) k, count(*) FROM {t} WHERE key IS NOT "
+                         f"NULL AND value IS NOT NULL AND key <> 'customer-raw'::BLOB "
+                         f"GROUP BY k ORDER BY k") == sorted(per_key.items())
+    assert session.values_decoded == 0
+    # a value column named in a filter only, or through *: decoded, and the answers exact
+    assert rows(session, f"SELECT count(*) FROM {t} WHERE item = 'sushi'") == \
+        [(sum(1 for r in model if r["item"] == "sushi"),)]
+    assert session.values_decoded == len(model) + 2
+    assert len(session.query(f"SELECT * FROM {t} WHERE note IS NOT NULL").read_all()) == \
+        sum(1 for r in model if r["note"] is not None)
+    assert session.values_decoded == len(model) + 2
+
+
 def test_a_join_of_two_topics_and_a_topic_without_a_schema(session, orders, server, topic_name):
     topic, model = orders
     admin = AdminClient(server.config())
