@@ -46,9 +46,9 @@ def register(server, subject: str, schema: dict) -> int:
         return json.loads(resp.read())["id"]
 
 
-def wire(schema_id: int, value: dict) -> bytes:
+def wire(schema_id: int, value: dict, schema: dict = SCHEMA) -> bytes:
     out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(SCHEMA), value)
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), value)
     return b"\0" + schema_id.to_bytes(4, "big") + out.getvalue()
 
 
@@ -160,6 +160,46 @@ def test_a_query_decodes_only_the_value_columns_it_reads(session, orders):
     assert len(session.query(f"SELECT * FROM {t} WHERE note IS NOT NULL").read_all()) == \
         sum(1 for r in model if r["note"] is not None)
     assert session.values_decoded == len(model) + 2
+
+
+@pytest.mark.parametrize("corrupt", [False, True], ids=["versions", "versions-and-corrupt"])
+def test_values_of_every_schema_version_read_as_the_model(session, server, topic_name, corrupt):
+    # the latest version's values are read in C (values.FlatAvro), the
+    # others record by record, one batch of the two put back in order; a
+    # corrupt value of the latest version (a payload cut short, a string
+    # that is not UTF-8) sends the batch record by record: nulls for it
+    old = {"type": "record", "name": "Order", "fields": SCHEMA["fields"][:2]}
+    admin = AdminClient(server.config())
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(30)
+    admin.close()
+    old_id = register(server, f"{topic_name}-value", old)
+    new_id = register(server, f"{topic_name}-value", SCHEMA)
+    producer = Producer(server.config(**{"linger.ms": 50}))
+    model = []
+    for i in range(300):
+        row = {"item": ITEMS[i % 4], "amount": i / 8, "note": None if i % 3 else f"n{i}",
+               "value_offset": i}
+        if i % 5 == 0:
+            value = wire(old_id, {"item": row["item"], "amount": row["amount"]}, old)
+            row.update(note=None, value_offset=0)       # the latest version's defaults
+        else:
+            value = wire(new_id, {**row, "offset": i})
+        model.append(row)
+        producer.produce(topic_name, value)
+        if i == 150:
+            nulls = {"item": None, "amount": None, "note": None, "value_offset": None}
+            producer.produce(topic_name, None)                          # a tombstone
+            producer.produce(topic_name, b"\0\0\0\0\0not avro")           # no such schema id
+            model += [nulls, nulls]
+            if corrupt:
+                header = b"\0" + new_id.to_bytes(4, "big")
+                producer.produce(topic_name, header + b"\x04")           # cut short
+                producer.produce(topic_name, header + b"\x04\xff\xfe")   # not UTF-8
+                model += [nulls, nulls]
+    assert producer.flush(30) == 0
+    got = session.query(f'SELECT item, amount, note, value_offset FROM "{topic_name}" '
+                        f'ORDER BY "offset"').read_all().to_pylist()
+    assert got == model
 
 
 def test_a_join_of_two_topics_and_a_topic_without_a_schema(session, orders, server, topic_name):
