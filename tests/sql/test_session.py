@@ -202,6 +202,18 @@ def test_values_of_every_schema_version_read_as_the_model(session, server, topic
     assert got == model
 
 
+def test_every_query_of_a_session_finds_the_configuration_locked(session, orders):
+    # the lock is set once, on the session's one database, not by each
+    # query on a database of its own: the second query and later too
+    topic, model = orders
+    for _ in range(2):
+        assert rows(session, f'SELECT count(*) FROM "{topic}"') == [(len(model) + 2,)]
+        for sql in ("SET enable_external_access = true", "SET memory_limit = '64GB'",
+                    "RESET threads"):
+            with pytest.raises(QueryError, match="configuration has been locked"):
+                session.query(sql)
+
+
 def test_a_join_of_two_topics_and_a_topic_without_a_schema(session, orders, server, topic_name):
     topic, model = orders
     admin = AdminClient(server.config())
