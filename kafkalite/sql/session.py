@@ -127,9 +127,8 @@ class Session:
         decoded, schema = table or self._table(topic)
         if decoded is not None:
             self._value_columns.append(decoded)
-        batches = topic_source.read_ahead(lambda: _with_values(
-            topic_source.history(self.client_config, topic, self.timeout), decoded, schema,
-            columns))
+        batches = _with_values(topic_source.history(self.client_config, topic, self.timeout),
+                               decoded, schema, columns)
         return pa.RecordBatchReader.from_batches(schema, batches)
 
     @property

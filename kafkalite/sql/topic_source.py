@@ -19,15 +19,9 @@ query answers the same rows however long it runs while producers write.
 EMIT CHANGES. Both are generators: a batch is made when DuckDB asks for
 it, and dropped once DuckDB has read it.
 
-``read_ahead`` runs such a generator on a thread of its own, a few batches
-ahead of DuckDB: a query over a topic's history had the reader and DuckDB
-take turns (each batch a fetch round trip, its decode, then DuckDB's work
-on it), and waited on the server between batches; ahead, the next fetch
-and decode run while DuckDB works on the last batch (DuckDB's threads do
-not hold the GIL). A history read also asks for HISTORY_PARTITION_BYTES a
-partition per fetch (the Consumer's default is 1 MiB): a fourth of the
-round trips, each of which waits for a server worker to be scheduled on a
-busy host.
+A history read asks for HISTORY_PARTITION_BYTES a partition per fetch
+(the Consumer's default is 1 MiB): a fourth of the round trips, each of
+which waits for a server worker to be scheduled on a busy host.
 
 ``input_table`` is a Streams topology's batch of a topic (a persistent
 query's input) as the same table.
@@ -37,9 +31,6 @@ is not thread-safe: one per topic per query, closed when the stream ends
 or is dropped); ``input_table``: persistent.py and windowed.py.
 """
 from __future__ import annotations
-
-import queue
-import threading
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,12 +52,9 @@ POLL_S = 0.5
 # max.partition.fetch.bytes of a history read, unless the caller's config
 # sets one: 1,500,000 records of 100 bytes over 4 partitions were read in
 # 15-22 fetches at 4 MiB, 66-74 at the default 1 MiB (0.09-0.21 s against
-# 0.14-0.31 s, load 4); 16 MiB was no faster
+# 0.14-0.31 s, load 4); 16 MiB was no faster. A group-by over them, 15
+# turns each: 0.19 s of the client's CPU a query (median) against 0.23
 HISTORY_PARTITION_BYTES = 4 << 20
-# batches read_ahead holds for DuckDB: each is at most fetch.max.bytes, so
-# this bounds what a query holds outside DuckDB's memory_limit
-READ_AHEAD_BATCHES = 2
-_END = object()
 
 
 def input_table(batch: pa.RecordBatch) -> pa.Table:
@@ -136,53 +124,6 @@ def history(client_config: dict, topic: str, timeout: float = 30.0):
                     consumer.incremental_unassign([TopicPartition(topic, tp.partition)])
     finally:
         consumer.close()
-
-
-def read_ahead(make_batches, depth: int = READ_AHEAD_BATCHES):
-    """The batches of the generator ``make_batches()``, which runs on a
-    thread of its own (so its Consumer is used by that thread only) up to
-    ``depth`` batches ahead of the caller. Its exception is raised to the
-    caller in its place; closing this generator (DuckDB done with the
-    reader, or dropping it) stops the thread and closes the generator, so
-    its Consumer is closed, before the close returns."""
-    ready: queue.Queue = queue.Queue(depth)
-    stop = threading.Event()
-
-    def hand(item) -> bool:
-        # a put that gives up once the caller has gone (a full queue would block for ever)
-        while not stop.is_set():
-            try:
-                ready.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def run():
-        batches = make_batches()
-        try:
-            for batch in batches:
-                if not hand(batch):
-                    return
-            hand(_END)
-        except BaseException as exc:    # noqa: BLE001 -- the caller's to raise
-            hand(exc)
-        finally:
-            batches.close()
-
-    thread = threading.Thread(target=run, name="kafkalite-sql-read-ahead", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = ready.get()
-            if item is _END:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        thread.join()
 
 
 def tail(client_config: dict, topic: str, timeout: float = 30.0):
