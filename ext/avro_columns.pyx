@@ -106,13 +106,21 @@ cdef bint _field(const uint8_t* buf, const int32_t[::1] offsets, int64_t[::1] at
     return True
 
 
-def decode_flat(const uint8_t[::1] data, const int32_t[::1] offsets, kinds, nulls):
+def decode_flat(const uint8_t[::1] data, const int32_t[::1] offsets, kinds, nulls,
+                Py_ssize_t skip=0):
     """(per field: (values, valid) or, for strings and bytes, ((offsets,
-    data), valid)) of the ``len(offsets) - 1`` payloads, or None."""
+    data), valid)) of the ``len(offsets) - 1`` payloads, or None.
+    ``skip``: bytes before each payload within its slot (5: Confluent's
+    wire header, so a column of wire-format values is read without a copy
+    of it); a slot shorter than that is an error (None)."""
     cdef Py_ssize_t n = offsets.shape[0] - 1
     cdef Py_ssize_t total = offsets[n] - offsets[0]
     cdef const uint8_t* buf = &data[0] if data.shape[0] else NULL
-    cdef int64_t[::1] at = np.array(offsets[:n], dtype=np.int64)
+    cdef int64_t[::1] at = np.array(offsets[:n], dtype=np.int64) + skip
+    cdef Py_ssize_t i0
+    for i0 in range(n):
+        if at[i0] > offsets[i0 + 1]:
+            return None
     cdef Py_ssize_t used, i
     cdef int k, na
     cdef bint ok

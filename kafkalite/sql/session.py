@@ -7,8 +7,9 @@ checked (``authorize``: the HTTP app's ACL check for the user) and, if it
 is a topic, registered as a RecordBatchReader over its history
 (topic_source.py, with the value's columns of values.py). A name that is
 no topic is left to DuckDB, whose catalog error becomes "unknown topic".
-Each query gets a fresh connection: a reader can be read once, and a
-topic's bound is the one at the query's start.
+Each query gets a fresh connection (a cursor of the session's one
+database, whose configuration is locked once made): a reader can be read
+once, and a topic's bound is the one at the query's start.
 
 The connection cannot reach files, the network or extensions
 (``enable_external_access`` off, the configuration locked), so a query
@@ -70,7 +71,10 @@ class Session:
             if registry_url else None
         self.memory_limit, self.threads, self.timeout = memory_limit, threads, timeout
         self.authorize = authorize
-        self._con: duckdb.DuckDBPyConnection | None = None
+        self._db: duckdb.DuckDBPyConnection | None = None     # the database (_connect)
+        self._con: duckdb.DuckDBPyConnection | None = None    # the running query's cursor
+        self._admin = None
+        self._value_columns: list = []      # the last query's, for values_decoded
         self._lock = threading.Lock()
         self._interrupted = False
 
@@ -88,10 +92,14 @@ class Session:
             return pa.RecordBatchReader.from_batches(answer.schema, answer.to_batches() or [
                 pa.RecordBatch.from_pylist([], schema=answer.schema)])
         con = self._connect()
+        self._value_columns = []
         try:        # an interrupt lands in whichever DuckDB call runs (_run)
-            for topic in self._topics_named(sql):
-                con.register(topic, self.history_reader(topic))
-            con.execute("SET lock_configuration = true")
+            tables = {topic: self._table(topic) for topic in self._topics_named(sql)}
+            for topic, (_, schema) in tables.items():
+                con.register(topic, pa.RecordBatchReader.from_batches(schema, []))
+            columns = self._scanned_columns(con, sql)
+            for topic, table in tables.items():
+                con.register(topic, self.history_reader(topic, columns, table))
         except duckdb.Error as exc:
             raise self._error(exc, sql) from None
         relation = _relation(con, sql, self._error)
@@ -110,14 +118,63 @@ class Session:
         except (duckdb.Error, pa.ArrowException) as exc:
             raise self._error(exc, sql) from None
 
-    def history_reader(self, topic: str) -> pa.RecordBatchReader:
+    def history_reader(self, topic: str, columns: set[str] | None = None,
+                       table=None) -> pa.RecordBatchReader:
         """``topic``'s whole history (to its last stable offset now) as a
-        reader of its table's schema."""
+        reader of its table's schema; of the value's columns only those in
+        ``columns`` (None: all) are decoded, the others are null.
+        ``table``: the topic's (value columns, schema) if known."""
+        decoded, schema = table or self._table(topic)
+        if decoded is not None:
+            self._value_columns.append(decoded)
+        batches = _with_values(topic_source.history(self.client_config, topic, self.timeout),
+                               decoded, schema, columns)
+        return pa.RecordBatchReader.from_batches(schema, batches)
+
+    @property
+    def values_decoded(self) -> int:
+        """How many values the last query has decoded into value columns
+        (none when it reads none of them)."""
+        return sum(v.decoded for v in self._value_columns)
+
+    def _table(self, topic: str):
+        """(the value columns or None, the table's schema) of ``topic``."""
         decoded = values.for_topic(self.registry, topic)
         schema = topic_source.BASE_SCHEMA if decoded is None else \
             pa.schema([*topic_source.BASE_SCHEMA, *decoded.fields])
-        batches = topic_source.history(self.client_config, topic, self.timeout)
-        return pa.RecordBatchReader.from_batches(schema, _with_values(batches, decoded, schema))
+        return decoded, schema
+
+    def _scanned_columns(self, con, sql: str) -> set[str] | None:
+        """The columns DuckDB's plan of ``sql`` reads from its tables (the
+        topics registered as empty readers on ``con``): every table scan's
+        projection, of all the tables at once (a column of one topic named
+        like another's is read from both: more decoded, never less). None,
+        every column, when the plan does not say: a statement EXPLAIN does
+        not take (its error is the real run's to report), a scan with
+        filters pushed into it."""
+        try:
+            plan = json.loads(con.execute("EXPLAIN (FORMAT json) " + sql).fetchall()[0][1])
+        except duckdb.Error:
+            if self._interrupted:
+                raise QueryError("the query was cancelled", "cancelled") from None
+            return None
+        except (ValueError, IndexError, TypeError):
+            return None
+        names: set[str] = set()
+        nodes = list(plan) if isinstance(plan, list) else [plan]
+        while nodes:
+            node = nodes.pop()
+            if not isinstance(node, dict):
+                return None
+            nodes.extend(node.get("children", ()))
+            info = node.get("extra_info") or {}
+            if node.get("name") != "PYTHON_ARROW_SCAN":
+                continue
+            projected = info.get("Projections") if isinstance(info, dict) else None
+            if projected is None or "Filters" in info:
+                return None
+            names.update([projected] if isinstance(projected, str) else projected)
+        return names
 
     def interrupt(self) -> None:
         """Cancel the running query (any thread): it fails with QueryError
@@ -129,9 +186,13 @@ class Session:
 
     def close(self) -> None:
         with self._lock:
-            if self._con is not None:
-                self._con.close()
-                self._con = None
+            for con in (self._con, self._db):
+                if con is not None:
+                    con.close()
+            self._con = self._db = None
+            if self._admin is not None:
+                self._admin.close()
+                self._admin = None
 
     # ---- EMIT CHANGES ---------------------------------------------------------------------------
 
@@ -183,10 +244,6 @@ class Session:
         decoded = values.for_topic(self.registry, topic)
         schema = topic_source.BASE_SCHEMA if decoded is None else \
             pa.schema([*topic_source.BASE_SCHEMA, *decoded.fields])
-        try:
-            con.execute("SET lock_configuration = true")
-        except duckdb.Error as exc:
-            raise self._error(exc, sql) from None
         # an aggregate answers a row even over no records: per batch it would be wrong
         if self._run(con, sql, topic, schema.empty_table()).num_rows:
             raise QueryError(f"{what} takes a SELECT ... WHERE over one topic; an "
@@ -227,15 +284,23 @@ class Session:
     # ---- the connection, the topics a query names, errors ---------------------------------------
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
+        """A fresh connection (a cursor) to the session's database: its
+        topics are registered on it alone (a reader is read once). One
+        database a session, not one a query: opening and closing one took
+        15-90 ms each (its catalog, its threads), a cursor under 5 ms."""
         with self._lock:
             if self._con is not None:
                 self._con.close()
             self._interrupted = False       # an interrupt ends the query it came during
-            self._con = duckdb.connect(config={
-                # topics only: no files, no network, no extensions to load
-                "enable_external_access": False, "autoinstall_known_extensions": False,
-                "autoload_known_extensions": False,
-                "memory_limit": self.memory_limit, "threads": self.threads})
+            if self._db is None:
+                self._db = duckdb.connect(config={
+                    # topics only: no files, no network, no extensions to load
+                    "enable_external_access": False, "autoinstall_known_extensions": False,
+                    "autoload_known_extensions": False,
+                    "memory_limit": self.memory_limit, "threads": self.threads})
+                # no query may undo the above (SET enable_external_access, ...)
+                self._db.execute("SET lock_configuration = true")
+            self._con = self._db.cursor()
             return self._con
 
     def _table_names(self, sql: str) -> list[str]:
@@ -258,12 +323,11 @@ class Session:
         return [name for name in names if name in existing]
 
     def _topic_names(self) -> set[str]:
-        from kafkalite.client import AdminClient
-        admin = AdminClient(self.client_config)
-        try:
-            return set(admin.list_topics(timeout=self.timeout).topics)
-        finally:
-            admin.close()
+        # one AdminClient a session (its connections kept), not one a query
+        if self._admin is None:
+            from kafkalite.client import AdminClient
+            self._admin = AdminClient(self.client_config)
+        return set(self._admin.list_topics(timeout=self.timeout).topics)
 
     def _error(self, exc: Exception, sql: str) -> QueryError:
         if isinstance(exc, duckdb.InterruptException) or self._interrupted:
@@ -311,10 +375,12 @@ def _relation(con, sql: str, error):
         raise error(exc, sql) from None
 
 
-def _with_values(batches, decoded, schema: pa.Schema):
-    """``batches`` (BASE_SCHEMA) with the value's columns added."""
+def _with_values(batches, decoded, schema: pa.Schema, columns: set[str] | None = None):
+    """``batches`` (BASE_SCHEMA) with the value's columns added (decoded
+    only if named in ``columns``; None: all)."""
     for batch in batches:
         if decoded is not None:
             batch = pa.RecordBatch.from_arrays(
-                [*batch.columns, *decoded.arrays(batch.column("value"))], schema=schema)
+                [*batch.columns, *decoded.arrays(batch.column("value"), columns)],
+                schema=schema)
         yield batch

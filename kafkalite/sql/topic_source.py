@@ -19,6 +19,10 @@ query answers the same rows however long it runs while producers write.
 EMIT CHANGES. Both are generators: a batch is made when DuckDB asks for
 it, and dropped once DuckDB has read it.
 
+A history read asks for HISTORY_PARTITION_BYTES a partition per fetch
+(the Consumer's default is 1 MiB): a fourth of the round trips, each of
+which waits for a server worker to be scheduled on a busy host.
+
 ``input_table`` is a Streams topology's batch of a topic (a persistent
 query's input) as the same table.
 
@@ -45,6 +49,12 @@ BASE_SCHEMA = pa.schema([
 BASE_COLUMNS = tuple(BASE_SCHEMA.names)
 # how long one consume_batch waits for records before the read checks again
 POLL_S = 0.5
+# max.partition.fetch.bytes of a history read, unless the caller's config
+# sets one: 1,500,000 records of 100 bytes over 4 partitions were read in
+# 15-22 fetches at 4 MiB, 66-74 at the default 1 MiB (0.09-0.21 s against
+# 0.14-0.31 s, load 4); 16 MiB was no faster. A group-by over them, 15
+# turns each: 0.19 s of the client's CPU a query (median) against 0.23
+HISTORY_PARTITION_BYTES = 4 << 20
 
 
 def input_table(batch: pa.RecordBatch) -> pa.Table:
@@ -83,7 +93,8 @@ def _project(batch: pa.RecordBatch) -> pa.RecordBatch:
 def history(client_config: dict, topic: str, timeout: float = 30.0):
     """Batches (BASE_SCHEMA) of ``topic`` from each partition's log start to
     its last stable offset when this is first advanced."""
-    consumer = Consumer(consumer_config(client_config))
+    consumer = Consumer({"max.partition.fetch.bytes": HISTORY_PARTITION_BYTES,
+                         **consumer_config(client_config)})
     try:
         parts = partitions(consumer, topic, timeout)
         ends = {}
@@ -99,14 +110,20 @@ def history(client_config: dict, topic: str, timeout: float = 30.0):
         bound = pa.array([ends.get(p, 0) for p in range(max(ends) + 1)], pa.int64())
         while ends:
             batch = consumer.consume_batch(POLL_S)
+            positions = consumer.position([TopicPartition(topic, p) for p in ends])
             if batch.num_rows:
                 batch = _project(batch)
-                past = pc.less(batch.column("offset"), pc.take(bound, batch.column("partition")))
-                if not pc.all(past).as_py():
-                    batch = batch.filter(past)
+                # a batch's records are below their partition's position: only
+                # one past a bound (a partition's last) is masked, the mask a
+                # gather a record (5% of a group-by's samples when every batch had it)
+                if any(tp.offset > ends[tp.partition] for tp in positions):
+                    past = pc.less(batch.column("offset"),
+                                   pc.take(bound, batch.column("partition")))
+                    if not pc.all(past).as_py():
+                        batch = batch.filter(past)
                 if batch.num_rows:
                     yield batch
-            for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
+            for tp in positions:
                 # control records and aborted ones move the position without a row
                 if tp.offset >= ends[tp.partition]:
                     del ends[tp.partition]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import io
 import json
 
+import numpy as np
 import pyarrow as pa
 
 from kafkalite.sql.topic_source import BASE_COLUMNS
@@ -41,15 +42,46 @@ from kafkalite.sql.topic_source import BASE_COLUMNS
 
 class ValueColumns:
     """The columns one topic's values decode into (``fields``), and the
-    decoding of a batch's value column into them (``arrays``)."""
+    decoding of a batch's value column into them (``arrays``).
+    ``decoded``: how many values this has decoded (a batch whose columns
+    no query reads is not decoded)."""
 
-    def __init__(self, fields: list[pa.Field], decode):
+    def __init__(self, fields: list[pa.Field], decode, flat: FlatAvro | None = None):
         self.fields = fields
         self._decode = decode               # bytes -> dict (field name -> value), or None
+        self._flat = flat
         self._struct = pa.struct(fields)
         self._names = [f.name for f in fields]
+        self.decoded = 0
 
-    def arrays(self, values: pa.Array) -> list[pa.Array]:
+    def arrays(self, values: pa.Array, columns=None) -> list[pa.Array]:
+        """The value columns of ``values``; only those named in ``columns``
+        (None: all) are decoded, the others are nulls of their type (a
+        query that reads none of them decodes no value). The values a
+        FlatAvro reads are read in C, the others (a tombstone, an older
+        version's, a value not in the wire format) record by record."""
+        if columns is not None and not columns.intersection(self._names):
+            return [pa.nulls(len(values), f.type) for f in self.fields]
+        self.decoded += len(values)
+        if self._flat is not None:
+            fast = self._flat.rows(values)
+            if fast.all():
+                got = self._flat.read(values)
+                if got is not None:
+                    return got
+            elif fast.any():
+                got = self._flat.read(values.filter(pa.array(fast)))
+                if got is not None:
+                    rest = self._per_record(values.filter(pa.array(~fast)))
+                    # the two parts back in the records' order
+                    order = np.concatenate([np.flatnonzero(fast), np.flatnonzero(~fast)])
+                    where = np.empty_like(order)
+                    where[order] = np.arange(len(order))
+                    return [pa.concat_arrays([a, b]).take(pa.array(where))
+                            for a, b in zip(got, rest)]
+        return self._per_record(values)
+
+    def _per_record(self, values: pa.Array) -> list[pa.Array]:
         rows = []
         for v in values.to_pylist():
             row = None
@@ -63,6 +95,109 @@ class ValueColumns:
         return pa.array(rows, self._struct).flatten()
 
 
+class FlatAvro:
+    """The values of the latest schema (``schema_id``) of a flat record
+    (each field a primitive, or a union of one with null: ``_flat_plan``)
+    read into Arrow columns in C (ext/avro_columns.pyx) from the value
+    column's own buffers, past each value's wire header: fastavro made a
+    dict a record, several microseconds each. A value of another schema
+    id is the record-by-record decoder's (its writer's schema resolved to
+    the latest); so is a whole batch the C reader refuses (a value that
+    does not end where its record does, a string that is not UTF-8), so
+    that a bad record is a row of nulls either way."""
+
+    def __init__(self, schema_id: int, fields: list[pa.Field], kinds: list, nulls: list):
+        self.fields, self.kinds, self.nulls = fields, kinds, nulls
+        self._header = b"\0" + schema_id.to_bytes(4, "big")
+
+    def rows(self, values: pa.Array) -> np.ndarray:
+        """Which of ``values`` (binary) are in the wire format with this
+        schema id (a bool a value)."""
+        n = len(values)
+        offsets, data = _binary_buffers(values)
+        if not n or not len(data):
+            return np.zeros(n, np.bool_)
+        ok = np.diff(offsets) > WIRE_HEADER
+        if values.null_count:
+            ok &= values.is_valid().to_numpy(zero_copy_only=False)
+        starts = offsets[:-1][ok]
+        header = np.frombuffer(self._header, np.uint8)
+        match = np.ones(len(starts), np.bool_)
+        for i in range(WIRE_HEADER):
+            match &= data[starts + i] == header[i]
+        ok[ok] = match
+        return ok
+
+    def read(self, values: pa.Array) -> list[pa.Array] | None:
+        """The columns of ``values``, every one of them this schema id's, or
+        None where one does not read."""
+        from kafkalite._ext.avro_columns import decode_flat
+        n = len(values)
+        offsets, data = _binary_buffers(values)
+        got = decode_flat(data, np.ascontiguousarray(offsets), self.kinds, self.nulls,
+                          WIRE_HEADER)
+        if got is None:
+            return None
+        columns = []
+        try:
+            for (read, valid), field, kind in zip(got, self.fields, self.kinds):
+                nulls = n - int(np.count_nonzero(valid))
+                if kind == _BYTES:
+                    bits = pa.py_buffer(np.packbits(valid.view(np.bool_), bitorder="little")) \
+                        if nulls else None
+                    column = pa.Array.from_buffers(field.type, n, [
+                        bits, pa.py_buffer(read[0]), pa.py_buffer(read[1])], null_count=nulls)
+                    column.validate(full=True)      # a string's UTF-8, as fastavro's
+                else:
+                    column = pa.array(read.view(np.bool_) if kind == _BOOLEAN else read,
+                                      mask=(valid == 0) if nulls else None)
+                    if column.type != field.type:   # an int's int64, a float's float64
+                        column = column.cast(field.type)
+                columns.append(column)
+        except (ValueError, pa.ArrowException):
+            return None
+        return columns
+
+
+def _binary_buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(the n + 1 int32 offsets, the data bytes) of a binary array, no copy."""
+    buffers = values.buffers()
+    offsets = np.frombuffer(buffers[1], np.int32)[values.offset:values.offset + len(values) + 1]
+    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None and buffers[2].size \
+        else np.zeros(0, np.uint8)
+    return offsets, data
+
+
+# Confluent's wire format: magic byte 0, the schema id (4 bytes, big-endian), the value
+WIRE_HEADER = 5
+# ext/avro_columns.decode_flat's kinds: 0 a varint, 1 double, 2 float, 3 boolean, 4 bytes
+_BOOLEAN, _BYTES = 3, 4
+_FLAT_KINDS = {"long": 0, "int": 0, "double": 1, "float": 2, "boolean": _BOOLEAN,
+               "string": _BYTES, "bytes": _BYTES}
+
+
+def _flat_plan(schema: dict) -> tuple[list, list] | None:
+    """(decode_flat's kind a field, the union branch that is null or -1)
+    of a record whose every field is a primitive without a logical type
+    (or a union of one with null), else None."""
+    kinds, nulls = [], []
+    for f in schema["fields"]:
+        branches = f["type"] if isinstance(f["type"], list) else [f["type"]]
+        others = [b for b in branches if b != "null"]
+        if len(others) != 1 or len(branches) > 2:
+            return None
+        b = others[0]
+        if isinstance(b, dict):
+            if set(b) - {"type", "avro.java.string"}:
+                return None
+            b = b["type"]
+        if b not in _FLAT_KINDS:
+            return None
+        kinds.append(_FLAT_KINDS[b])
+        nulls.append(branches.index("null") if len(branches) == 2 else -1)
+    return kinds, nulls
+
+
 def registry_client(url: str, user_info: str | None = None):
     from confluent_kafka.schema_registry import SchemaRegistryClient
     conf = {"url": url}
@@ -74,9 +209,10 @@ def registry_client(url: str, user_info: str | None = None):
 def for_topic(client, topic: str) -> ValueColumns | None:
     """The value columns of ``topic``, or None (no registry, no subject, a
     Protobuf subject, a schema with no top-level fields)."""
-    from confluent_kafka.schema_registry.error import SchemaRegistryError
     if client is None:
         return None
+    # imported here: a query without a registry (the CLI's one query a process) skips it
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
     try:
         latest = client.get_latest_version(f"{topic}-value")
     except SchemaRegistryError as exc:
@@ -87,7 +223,7 @@ def for_topic(client, topic: str) -> ValueColumns | None:
         raise
     kind = (latest.schema.schema_type or "AVRO").upper()
     if kind == "AVRO":
-        return _avro(client, json.loads(latest.schema.schema_str))
+        return _avro(client, json.loads(latest.schema.schema_str), latest.schema_id)
     if kind == "JSON":
         return _json_schema(json.loads(latest.schema.schema_str))
     return None
@@ -97,7 +233,7 @@ def _column_name(name: str) -> str:
     return f"value_{name}" if name in BASE_COLUMNS else name
 
 
-def _avro(client, schema) -> ValueColumns | None:
+def _avro(client, schema, schema_id: int | None = None) -> ValueColumns | None:
     import fastavro
     if not isinstance(schema, dict) or schema.get("type") != "record":
         return None
@@ -122,7 +258,9 @@ def _avro(client, schema) -> ValueColumns | None:
             if out.get(name) is not None:
                 out[name] = json.dumps(out[name], default=str)
         return out
-    return ValueColumns(fields, decode)
+    plan = _flat_plan(schema)
+    flat = None if plan is None or schema_id is None else FlatAvro(schema_id, fields, *plan)
+    return ValueColumns(fields, decode, flat)
 
 
 def _is_textual(avro) -> bool:

@@ -23,3 +23,12 @@ def test_a_quick_run_reports_every_figure(tmp_path):
             assert len(figures[f"{name}_{side}_s"]) == 1
         assert f"{name} over 20,000 records" in r.stdout
     assert "DuckDB over Parquet" in r.stdout and "point lookup by key" in r.stdout
+
+
+def test_a_quick_run_over_avro_columns_reports_every_figure():
+    # --avro: the values through the registry, the queries over their columns
+    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_sql.py"), "--quick",
+                        "--avro"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    for name in ("count", "group_by"):
+        assert f"{name} over 20,000 records (Avro columns)" in r.stdout
