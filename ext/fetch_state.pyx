@@ -43,6 +43,7 @@ from libc.string cimport memmove, memset
 
 from kafkalite._ext.produce_fetch cimport (FetchedEntry, FetchedPartitions, FetchPartitionEntry,
                                            FetchPartitionList)
+from kafkalite._ext.tail_read cimport read_tail
 
 
 cdef struct LeaderState:
@@ -63,11 +64,13 @@ cdef class TopicStates:
     cdef readonly str name
     cdef LeaderState* states
     cdef Py_ssize_t size
+    cdef list partitions        # by partition number: its Partition, for reads in C (or None)
 
     def __cinit__(self, str name):
         self.name = name
         self.states = NULL
         self.size = 0
+        self.partitions = []
 
     def __dealloc__(self):
         cdef Py_ssize_t i
@@ -91,6 +94,7 @@ cdef class TopicStates:
             if grown == NULL:
                 raise MemoryError()
             memset(grown + self.size, 0, (size - self.size) * sizeof(LeaderState))
+            self.partitions.extend([None] * (size - self.size))
             self.states, self.size = grown, size
         return &self.states[partition]
 
@@ -128,12 +132,17 @@ cdef class LeaderStates:
         return self.topics.get(name)
 
     def publish(self, str topic, int32_t partition, int64_t high_watermark,
-                int64_t last_stable_offset, int64_t log_start_offset, int32_t leader_epoch):
-        """This broker leads ``topic``-``partition`` with these offsets."""
+                int64_t last_stable_offset, int64_t log_start_offset, int32_t leader_epoch,
+                part=None):
+        """This broker leads ``topic``-``partition`` with these offsets;
+        ``part``: its Partition, whose log a fetch plan may read its new
+        records from in C (tail_read.pyx; kept until another is given)."""
         cdef TopicStates ts = self.topics.get(topic)
         if ts is None:
             ts = self.topics[topic] = TopicStates(topic)
         cdef LeaderState* s = ts.make(partition)
+        if part is not None:
+            ts.partitions[partition] = part
         s.high_watermark = high_watermark
         s.last_stable_offset = last_stable_offset
         s.log_start_offset = log_start_offset
@@ -297,16 +306,26 @@ cdef enum:
 cdef class FetchPlan:
     """A full fetch split (module docstring). ``slow_topics``: the request
     topics the Python read answers, in order; ``merge(their answer)``: the
-    response topics, in request order."""
+    response topics, in request order. Partitions with new records read
+    in C (``read_count``, ``read_bytes`` in all, ``sent`` by topic) come
+    before any the Python read answers, in request order: ``budget`` and
+    ``first`` are KIP-74's byte budget left for the Python read and
+    whether it still reads the first partition with records."""
 
     cdef list kinds
     cdef list fetched
     cdef list names
     cdef list request_topics
+    cdef list reads                       # by topic: its partitions read in C, as answer dicts
     cdef readonly list slow_topics
     cdef readonly Watches watches
-    cdef readonly Py_ssize_t inline_count
-    cdef readonly Py_ssize_t idle_count   # == inline_count: every idle partition is inline
+    cdef readonly Py_ssize_t inline_count  # idle and read in C
+    cdef readonly Py_ssize_t idle_count
+    cdef readonly Py_ssize_t read_count
+    cdef readonly int64_t read_bytes
+    cdef readonly dict sent
+    cdef readonly int64_t budget
+    cdef readonly bint first
 
     def merge(self, list answered) -> list:
         cdef list out = []
@@ -329,29 +348,98 @@ cdef class FetchPlan:
             else:
                 out.append({"topic": self.names[i], "partitions": fp,
                             "topic_id": self.request_topics[i].get("topic_id")})
+            if self.reads[i]:
+                settle(fp, self.reads[i])
         if j != len(answered):
             raise ValueError(f"{len(answered)} topics answered for {j} asked")
         return out
 
 
+cdef int settle(FetchedPartitions fp, list reads) except -1:
+    """The partitions read in C into the answer's dicts (``slow`` -2 - i:
+    ``reads[i]``), in request order with the Python read's."""
+    cdef list dicts = []
+    cdef Py_ssize_t k
+    cdef FetchedEntry* e
+    for k in range(fp.size):
+        e = &fp.entries[k]
+        if e.slow >= 0:
+            dicts.append(fp.dicts[e.slow])
+        elif e.slow <= -2:
+            dicts.append(reads[-2 - e.slow])
+        else:
+            continue
+        e.slow = <int32_t>(len(dicts) - 1)
+    fp.dicts = dicts
+    return 0
+
+
+cdef object read_in_c(FetchPlan plan, TopicStates ts, FetchPartitionEntry* e,
+                      bint read_committed, int64_t region_max, int64_t answer_max):
+    """A consumer's partition with new records, read in C (tail_read.pyx)
+    and answered as the Python read answers it; None when it is not that
+    kind (the Python read answers it)."""
+    cdef LeaderState* s = ts.at(e.partition)
+    cdef int64_t max_bytes
+    if s == NULL or not s.leading:
+        return None
+    if e.current_leader_epoch >= 0 and e.current_leader_epoch != s.leader_epoch:
+        return None
+    if e.fetch_offset < s.log_start_offset or e.fetch_offset >= s.high_watermark:
+        return None
+    if read_committed and s.last_stable_offset != s.high_watermark:
+        return None             # an open transaction: the read stops at the LSO
+    part = ts.partitions[e.partition]
+    if part is None:
+        return None
+    max_bytes = max(0, min(<int64_t>e.partition_max_bytes, plan.budget))
+    records = read_tail(part.log, e.fetch_offset, s.high_watermark, max_bytes, plan.first,
+                        min(region_max, answer_max - plan.read_bytes), read_committed)
+    if records is None:
+        return None
+    cdef Py_ssize_t n = len(records)
+    plan.budget -= n
+    plan.first = False
+    plan.read_bytes += n
+    plan.read_count += 1
+    plan.sent[ts.name] = plan.sent.get(ts.name, 0) + n
+    return {"error_code": 0, "high_watermark": s.high_watermark,
+            "last_stable_offset": s.last_stable_offset, "log_start_offset": s.log_start_offset,
+            "aborted_transactions": [] if read_committed else None,
+            "preferred_read_replica": -1, "records": records,
+            "partition_index": e.partition}
+
+
 def plan_full_fetch(LeaderStates table, list topics, list names, bint read_committed,
-                    bint consumer) -> FetchPlan:
+                    bint consumer, int64_t budget=0, int64_t region_max=0,
+                    int64_t answer_max=0) -> FetchPlan:
     """Split a full fetch's ``topics`` (``names``: each one's name, None
-    for a topic id this broker does not know)."""
+    for a topic id this broker does not know). A consumer's partitions
+    with new records are read in C while no
+    partition before them goes to the Python read, each up to
+    ``region_max`` bytes and all up to ``answer_max`` (larger reads are
+    sent from the file); ``budget``: the fetch's max_bytes."""
     cdef FetchPlan plan = FetchPlan()
-    cdef Py_ssize_t i, k
+    cdef Py_ssize_t i, k, n_read
     cdef FetchPartitionList fpl
     cdef FetchPartitionEntry* e
     cdef FetchedPartitions fp
     cdef FetchedEntry* fe
     cdef TopicStates ts
     cdef LeaderState* s
-    cdef list slow
+    cdef list slow, reads
     cdef dict copy
-    plan.kinds, plan.fetched, plan.names = [], [], names
+    # reads in C keep the Python read's order: they stop at the first
+    # partition that goes to it
+    cdef bint reading = consumer and region_max > 0
+    plan.kinds, plan.fetched, plan.names, plan.reads = [], [], names, []
     plan.request_topics, plan.slow_topics = topics, []
     plan.watches = Watches()
-    plan.inline_count = 0
+    plan.inline_count = plan.idle_count = plan.read_count = 0
+    plan.read_bytes = 0
+    plan.sent = {}
+    plan.budget = budget
+    plan.first = True
     for i in range(len(topics)):
         topic = topics[i]
         parts = topic.get("partitions")
@@ -359,12 +447,15 @@ def plan_full_fetch(LeaderStates table, list topics, list names, bint read_commi
         if ts is None or type(parts) is not FetchPartitionList:
             plan.kinds.append(TOPIC_SLOW)
             plan.fetched.append(None)
+            plan.reads.append(None)
             plan.slow_topics.append(topic)
+            reading = False
             continue
         fpl = <FetchPartitionList>parts
         fp = FetchedPartitions(read_committed)
         fp.reserve(fpl.size)
         slow = []
+        reads = []
         # the answer's entries written in place (room reserved above): an
         # idle partition costs this loop's step and no call
         fe = fp.entries
@@ -378,15 +469,24 @@ def plan_full_fetch(LeaderStates table, list topics, list names, bint read_commi
                 fe.log_start_offset = s.log_start_offset
                 fe.slow = -1
             else:
-                fe.slow = <int32_t>len(slow)
-                slow.append(fpl.entry_dict(k))
+                answer = read_in_c(plan, ts, e, read_committed, region_max,
+                                   answer_max) if reading else None
+                if answer is not None:
+                    fe.slow = <int32_t>(-2 - len(reads))
+                    reads.append(answer)
+                else:
+                    reading = False
+                    fe.slow = <int32_t>len(slow)
+                    slow.append(fpl.entry_dict(k))
             fe += 1
         fp.size = fpl.size
         if fpl.size > len(slow):
+            # the idle partitions and those read in C: a long poll watches them in the table
             plan.watches.add_inline_of(ts, fp, fpl.size - len(slow))
         plan.inline_count += fpl.size - len(slow)
-        plan.idle_count = plan.inline_count
+        plan.idle_count += fpl.size - len(slow) - len(reads)
         plan.fetched.append(fp)
+        plan.reads.append(reads)
         if slow:
             copy = dict(topic)
             copy["partitions"] = slow

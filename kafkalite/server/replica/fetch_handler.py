@@ -51,6 +51,7 @@ import time
 from kafkalite import errors
 from kafkalite._ext.fetch_state import SessionPartitions, plan_full_fetch
 from kafkalite.protocol.enums import IsolationLevel
+from kafkalite.server.network.kafka_listener import INLINE_ANSWER_BYTES, INLINE_REGION_BYTES
 from kafkalite.server.network.per_partition import Shape, each_partition
 from kafkalite.server.network.requests import DEFERRED
 from kafkalite.server.replica.fetch_session import (FULL, INCREMENTAL, INVALID_SESSION_ID,
@@ -88,15 +89,22 @@ def follower_of(body: dict) -> int:
 class FetchRead:
     """One reading of a fetch: its plan and the Python read's results."""
 
-    __slots__ = ("plan", "topics", "total", "keys", "sent", "downloads")
+    __slots__ = ("plan", "topics", "total", "keys", "sent", "downloads", "read_in_c")
 
-    def __init__(self, plan, read: tuple):
+    def __init__(self, plan, read: tuple, read_in_c: int = 0):
         self.plan = plan
         self.topics, self.total, self.keys, self.sent, self.downloads = read
+        # partitions with new records a full fetch's plan read in C (its
+        # watches hold them, as they hold the idle ones)
+        self.read_in_c = read_in_c
+        if read_in_c:
+            self.total += plan.read_bytes
+            for topic, n in plan.sent.items():
+                self.sent[topic] = self.sent.get(topic, 0) + n
 
     @property
     def watched(self) -> bool:
-        return bool(self.keys) or self.plan.idle_count > 0
+        return bool(self.keys) or self.plan.idle_count > 0 or self.read_in_c > 0
 
 
 class FetchHandler:
@@ -112,6 +120,9 @@ class FetchHandler:
         # (kafkalite_fetch_idle_partitions): how much of the fetch load never
         # reached the Python read
         self.idle_partitions = 0
+        # partitions with new records of the answers sent, read by the plan
+        # in C (ext/tail_read.pyx; kafkalite_fetch_tail_reads)
+        self.tail_reads = 0
 
     def figures(self) -> dict:
         """The metrics' figures: sessions held, their partitions, evictions,
@@ -119,7 +130,7 @@ class FetchHandler:
         cache = self.sessions
         return {"sessions": len(cache), "partitions": cache.total_partitions,
                 "evictions": cache.evictions, "idle_partitions": self.idle_partitions,
-                **self.kinds}
+                "tail_reads": self.tail_reads, **self.kinds}
 
     # ---- the API -----------------------------------------------------------------------------
 
@@ -185,10 +196,17 @@ class FetchHandler:
                                                         denied))
         topics = body["topics"]
         names = [self._name_of(topic) for topic in topics]
-        plan = plan_full_fetch(rm.leader_states, topics, names, read_committed, consumer)
+        # a read_uncommitted consumer's partitions with new records in the
+        # active segment's last batches are read in C too (ext/tail_read.pyx),
+        # as much as the listener would read into memory rather than sendfile
+        plan = plan_full_fetch(rm.leader_states, topics, names, read_committed, consumer,
+                               body.get("max_bytes", DEFAULT_FETCH_MAX_BYTES)
+                               or DEFAULT_FETCH_MAX_BYTES, INLINE_REGION_BYTES,
+                               INLINE_ANSWER_BYTES)
         slow = body if len(plan.slow_topics) == len(topics) and not plan.inline_count else \
             {**body, "topics": plan.slow_topics}
-        return FetchRead(plan, self.read_partitions(slow))
+        return FetchRead(plan, self.read_partitions(slow, budget=plan.budget, first=plan.first),
+                         plan.read_count)
 
     def _name_of(self, topic: dict) -> str | None:
         topic_id = topic.get("topic_id")
@@ -217,16 +235,20 @@ class FetchHandler:
                 modes.append(0)
         return modes, denied
 
-    def read_partitions(self, body: dict, denied: set = frozenset()) -> tuple:
+    def read_partitions(self, body: dict, denied: set = frozenset(), *,
+                        budget: int | None = None, first: bool = True) -> tuple:
         """Read every partition of ``body`` in Python: (response topics,
         bytes, partition keys, {topic: bytes read for a consumer}, the
         purgatory keys of the remote segment downloads it waits for: those
         partitions have no records yet). ``denied``: topics answered
-        TOPIC_AUTHORIZATION_FAILED."""
+        TOPIC_AUTHORIZATION_FAILED. ``budget`` and ``first``: KIP-74's
+        byte budget and first-partition rule as the partitions read before
+        these (in C, by the plan) left them."""
         rm = self.rm
-        budget = body.get("max_bytes", DEFAULT_FETCH_MAX_BYTES) or DEFAULT_FETCH_MAX_BYTES
+        if budget is None:
+            budget = body.get("max_bytes", DEFAULT_FETCH_MAX_BYTES) or DEFAULT_FETCH_MAX_BYTES
         read_committed = body.get("isolation_level", 0) == IsolationLevel.READ_COMMITTED
-        state = {"budget": budget, "total": 0, "first": True}
+        state = {"budget": budget, "total": 0, "first": first}
         keys: list = []
         sent: dict = {}
         downloads: list = []
@@ -334,6 +356,7 @@ class FetchHandler:
         session now, an incremental one tells its session what it said."""
         session_id = INVALID_SESSION_ID
         self.idle_partitions += read.plan.idle_count
+        self.tail_reads += read.read_in_c
         if context.kind == INCREMENTAL:
             session = context.session
             if session.epoch != context.expected_epoch:
