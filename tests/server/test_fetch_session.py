@@ -18,7 +18,7 @@ from kafkalite.protocol import ApiKey
 from kafkalite.record import RecordBatchBuilder
 from kafkalite.server.replica.fetch_session import (EVICTION_MS, FetchSessionCache, MAX_EPOCH,
                                                     next_epoch)
-from kafkalite._ext.fetch_state import SessionPartitions
+from kafkalite._ext.fetch_session_state import SessionPartitions
 
 TOPIC_ID = uuid.UUID(int=0x72)
 

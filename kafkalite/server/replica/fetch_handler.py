@@ -49,7 +49,8 @@ import os
 import time
 
 from kafkalite import errors
-from kafkalite._ext.fetch_state import SessionPartitions, plan_full_fetch
+from kafkalite._ext.fetch_session_state import SessionPartitions
+from kafkalite._ext.fetch_state import plan_full_fetch
 from kafkalite.protocol.enums import IsolationLevel
 from kafkalite.server.network.kafka_listener import INLINE_ANSWER_BYTES, INLINE_REGION_BYTES
 from kafkalite.server.network.per_partition import Shape, each_partition
@@ -76,6 +77,11 @@ def offset_is_local(part, data) -> bool:
     """Whether a read came from a local segment (not a tiered log's remote
     copy, fetched into a cache a follower on this host cannot rely on)."""
     return part.log.remote is None or data.fetch_offset >= part.log.local_log_start_offset
+
+
+def fetch_budget(body: dict) -> int:
+    """The fetch's max_bytes (KIP-74's budget over its partitions)."""
+    return body.get("max_bytes", DEFAULT_FETCH_MAX_BYTES) or DEFAULT_FETCH_MAX_BYTES
 
 
 def follower_of(body: dict) -> int:
@@ -200,9 +206,7 @@ class FetchHandler:
         # active segment's last batches are read in C too (ext/tail_read.pyx),
         # as much as the listener would read into memory rather than sendfile
         plan = plan_full_fetch(rm.leader_states, topics, names, read_committed, consumer,
-                               body.get("max_bytes", DEFAULT_FETCH_MAX_BYTES)
-                               or DEFAULT_FETCH_MAX_BYTES, INLINE_REGION_BYTES,
-                               INLINE_ANSWER_BYTES)
+                               fetch_budget(body), INLINE_REGION_BYTES, INLINE_ANSWER_BYTES)
         slow = body if len(plan.slow_topics) == len(topics) and not plan.inline_count else \
             {**body, "topics": plan.slow_topics}
         return FetchRead(plan, self.read_partitions(slow, budget=plan.budget, first=plan.first),
@@ -235,20 +239,17 @@ class FetchHandler:
                 modes.append(0)
         return modes, denied
 
-    def read_partitions(self, body: dict, denied: set = frozenset(), *,
-                        budget: int | None = None, first: bool = True) -> tuple:
-        """Read every partition of ``body`` in Python: (response topics,
-        bytes, partition keys, {topic: bytes read for a consumer}, the
-        purgatory keys of the remote segment downloads it waits for: those
-        partitions have no records yet). ``denied``: topics answered
-        TOPIC_AUTHORIZATION_FAILED. ``budget`` and ``first``: KIP-74's
-        byte budget and first-partition rule as the partitions read before
-        these (in C, by the plan) left them."""
+    def read_partitions(self, body: dict, denied: set = frozenset(), *, budget=None,
+                        first: bool = True) -> tuple:
+        """Read every partition of ``body`` in Python: (response topics, bytes,
+        partition keys, {topic: bytes read for a consumer}, the purgatory keys
+        of the remote segment downloads it waits for: those partitions have no
+        records yet). ``denied``: topics answered TOPIC_AUTHORIZATION_FAILED.
+        ``budget``, ``first``: KIP-74's, as the plan's reads in C left them."""
         rm = self.rm
-        if budget is None:
-            budget = body.get("max_bytes", DEFAULT_FETCH_MAX_BYTES) or DEFAULT_FETCH_MAX_BYTES
         read_committed = body.get("isolation_level", 0) == IsolationLevel.READ_COMMITTED
-        state = {"budget": budget, "total": 0, "first": first}
+        state = {"budget": fetch_budget(body) if budget is None else budget, "total": 0,
+                 "first": first}
         keys: list = []
         sent: dict = {}
         downloads: list = []
