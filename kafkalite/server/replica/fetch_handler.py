@@ -207,6 +207,10 @@ class FetchHandler:
         # as much as the listener would read into memory rather than sendfile
         plan = plan_full_fetch(rm.leader_states, topics, names, read_committed, consumer,
                                fetch_budget(body), INLINE_REGION_BYTES, INLINE_ANSWER_BYTES)
+        if not plan.slow_topics:
+            # all answered by the plan (a consumer's usual fetch): nothing
+            # for the Python read, which would walk no partition at a cost
+            return FetchRead(plan, ([], 0, [], {}, []), plan.read_count)
         slow = body if len(plan.slow_topics) == len(topics) and not plan.inline_count else \
             {**body, "topics": plan.slow_topics}
         return FetchRead(plan, self.read_partitions(slow, budget=plan.budget, first=plan.first),
