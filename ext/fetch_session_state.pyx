@@ -20,8 +20,8 @@ from libc.stdlib cimport calloc, free, realloc
 from cpython.object cimport PyObject
 from libc.string cimport memmove
 
-from kafkalite._ext.fetch_state cimport (LeaderState, LeaderStates, TopicStates, Watches,
-                                         idle_state)
+from kafkalite._ext.fetch_state cimport (LeaderState, LeaderStates, ReadBudget, TopicStates,
+                                         Watches, idle_state, read_new_records)
 from kafkalite._ext.produce_fetch cimport (FetchedEntry, FetchedPartitions, FetchPartitionEntry,
                                            FetchPartitionList)
 
@@ -38,6 +38,7 @@ cdef enum:
     EMPTY_KEY = -1
     ENTRY_CHANGED = 1      # idle, but its offsets moved since the last answer: answered inline
     ENTRY_SLOW = 2         # read in Python; answered if Kafka's rules say so
+    ENTRY_READ = 3         # new records read in C (fetch_state.pyx); answered so too
 
 # a partition with records in an answer goes to the end of the session's
 # order, so the next fetch's byte budget reaches the others first (Kafka's)
@@ -355,12 +356,17 @@ cdef class SessionPartitions:
         return out
 
     def plan(self, LeaderStates table, list names, list modes, bint read_committed,
-             bint consumer) -> SessionPlan:
+             bint consumer, int64_t budget=0, int64_t region_max=0,
+             int64_t answer_max=0) -> SessionPlan:
         """Split the session's partitions for one fetch. By topic index:
         ``names``, each topic's name (None: an id this broker does not
         know); ``modes``, 0 as the table says, 1 every partition read in
         Python (a topic the principal may not read: its error), 2 left out
-        (the request's own denied topics, answered by the gate)."""
+        (the request's own denied topics, answered by the gate). A
+        consumer's partitions with new records are read in C as a full
+        fetch's are (fetch_state.plan_full_fetch: ``budget``,
+        ``region_max``, ``answer_max``), in the session's order, until one
+        goes to the Python read."""
         cdef SessionPlan plan = SessionPlan()
         cdef Py_ssize_t i, n_topics = len(self.topic_names)
         cdef SessionEntry* s
@@ -369,6 +375,7 @@ cdef class SessionPartitions:
         cdef int32_t t, last_slow = -1
         cdef list states = [None] * n_topics
         cdef list slow_parts = None
+        cdef bint reading = consumer and region_max > 0
         # per topic, as C: its mode and its states (borrowed: ``states`` holds them)
         cdef int8_t* mode = <int8_t*>calloc(n_topics + 1, sizeof(int8_t))
         cdef PyObject** topic_states = <PyObject**>calloc(n_topics + 1, sizeof(PyObject*))
@@ -381,6 +388,10 @@ cdef class SessionPartitions:
         plan.states = states
         plan.read_committed = read_committed
         plan.slow_topics = []
+        plan.reads = []
+        plan.sent = {}
+        plan.reading = ReadBudget(budget=budget, read_bytes=0, region_max=region_max,
+                                  answer_max=answer_max, read_count=0, first=True)
         try:
             for i in range(n_topics):
                 mode[i] = modes[i]
@@ -403,6 +414,15 @@ cdef class SessionPartitions:
                         plan.add(self.order[i], ENTRY_CHANGED, st.high_watermark,
                                  st.last_stable_offset, st.log_start_offset)
                     continue
+                answer = read_new_records(<TopicStates>topic_states[t], e, read_committed,
+                                          &plan.reading, plan.sent) \
+                    if reading and topic_states[t] != NULL else None
+                if answer is not None:
+                    plan.add(self.order[i], ENTRY_READ, 0, 0, 0)
+                    plan.add_watched(self.order[i])
+                    plan.reads.append(answer)
+                    continue
+                reading = False
                 plan.add(self.order[i], ENTRY_SLOW, 0, 0, 0)
                 if t != last_slow:
                     slow_parts = []
@@ -441,40 +461,65 @@ cdef class SessionPlan:
     cdef PlannedEntry* entries
     cdef Py_ssize_t size
     cdef Py_ssize_t cap
-    cdef int32_t* idle                  # the idle entries' ids, for a long poll's watches
+    cdef int32_t* idle                  # the ids of entries a long poll watches: idle, read in C
+    cdef Py_ssize_t n_watched
     cdef readonly Py_ssize_t idle_count
     cdef Py_ssize_t idle_cap
     cdef readonly list slow_topics
     cdef Watches _watches
+    cdef list reads                     # the answers of the ENTRY_READ entries, in order
+    cdef ReadBudget reading
+    cdef readonly dict sent             # bytes read in C, by topic
 
     def __cinit__(self):
         self.entries = NULL
         self.size = self.cap = 0
         self.idle = NULL
-        self.idle_count = self.idle_cap = 0
+        self.n_watched = self.idle_count = self.idle_cap = 0
         self._watches = None
+
+    @property
+    def read_count(self) -> int:
+        return self.reading.read_count
+
+    @property
+    def read_bytes(self) -> int:
+        return self.reading.read_bytes
+
+    @property
+    def budget(self) -> int:
+        return self.reading.budget
+
+    @property
+    def first(self) -> bool:
+        return self.reading.first
 
     def __dealloc__(self):
         free(self.entries)
         free(self.idle)
 
     cdef int add_idle(self, int32_t entry_id) except -1:
+        self.add_watched(entry_id)
+        self.idle_count += 1
+        return 0
+
+    cdef int add_watched(self, int32_t entry_id) except -1:
         cdef Py_ssize_t cap
         cdef int32_t* grown
-        if self.idle_count == self.idle_cap:
+        if self.n_watched == self.idle_cap:
             cap = max(64, self.idle_cap * 2)
             grown = <int32_t*>realloc(self.idle, cap * sizeof(int32_t))
             if grown == NULL:
                 raise MemoryError()
             self.idle, self.idle_cap = grown, cap
-        self.idle[self.idle_count] = entry_id
-        self.idle_count += 1
+        self.idle[self.n_watched] = entry_id
+        self.n_watched += 1
         return 0
 
     @property
     def watches(self) -> Watches:
-        """The idle partitions, made when a long poll first asks (a fetch
-        answered at once never does)."""
+        """The idle partitions and those read in C, made when a long poll
+        first asks (a fetch answered at once never does)."""
         cdef Watches w
         cdef Py_ssize_t i
         cdef SessionEntry* s
@@ -482,7 +527,7 @@ cdef class SessionPlan:
         if self._watches is None:
             w = Watches()
             index = [-1] * len(self.states)
-            for i in range(self.idle_count):
+            for i in range(self.n_watched):
                 s = &self.session.pool[self.idle[i]]
                 if index[s.topic] < 0:
                     index[s.topic] = w.index_of(self.states[s.topic])
@@ -519,7 +564,7 @@ cdef class SessionPlan:
         cdef SessionPartitions session = self.session
         cdef list flat = []
         cdef list out = []
-        cdef Py_ssize_t i, j = 0, moved = 0
+        cdef Py_ssize_t i, j = 0, k = 0, moved = 0
         cdef PlannedEntry* pe
         cdef SessionEntry* s
         cdef FetchedPartitions fp = None
@@ -548,8 +593,12 @@ cdef class SessionPlan:
                         s.cached_high_watermark = pe.high_watermark
                         s.cached_log_start_offset = pe.log_start_offset
                     continue
-                p = flat[j]
-                j += 1
+                if pe.kind == ENTRY_READ:
+                    p = self.reads[k]
+                    k += 1
+                else:
+                    p = flat[j]
+                    j += 1
                 records = records_length(p)
                 hw = p.get("high_watermark", -1)
                 log_start = p.get("log_start_offset", -1)

@@ -273,11 +273,24 @@ cdef class FetchPlan:
     cdef readonly Watches watches
     cdef readonly Py_ssize_t inline_count  # idle and read in C
     cdef readonly Py_ssize_t idle_count
-    cdef readonly Py_ssize_t read_count
-    cdef readonly int64_t read_bytes
+    cdef ReadBudget reading
     cdef readonly dict sent
-    cdef readonly int64_t budget
-    cdef readonly bint first
+
+    @property
+    def read_count(self) -> int:
+        return self.reading.read_count
+
+    @property
+    def read_bytes(self) -> int:
+        return self.reading.read_bytes
+
+    @property
+    def budget(self) -> int:
+        return self.reading.budget
+
+    @property
+    def first(self) -> bool:
+        return self.reading.first
 
     def merge(self, list answered) -> list:
         cdef list out = []
@@ -326,11 +339,12 @@ cdef int settle(FetchedPartitions fp, list reads) except -1:
     return 0
 
 
-cdef object read_in_c(FetchPlan plan, TopicStates ts, FetchPartitionEntry* e,
-                      bint read_committed, int64_t region_max, int64_t answer_max):
+cdef object read_new_records(TopicStates ts, FetchPartitionEntry* e, bint read_committed,
+                             ReadBudget* b, dict sent):
     """A consumer's partition with new records, read in C (tail_read.pyx)
-    and answered as the Python read answers it; None when it is not that
-    kind (the Python read answers it)."""
+    and answered as the Python read answers it, ``b`` and ``sent`` (bytes
+    by topic) counting it; None when it is not that kind (the Python read
+    answers it)."""
     cdef LeaderState* s = ts.at(e.partition)
     cdef int64_t max_bytes
     if s == NULL or not s.leading:
@@ -344,17 +358,17 @@ cdef object read_in_c(FetchPlan plan, TopicStates ts, FetchPartitionEntry* e,
     part = ts.partitions[e.partition]
     if part is None:
         return None
-    max_bytes = max(0, min(<int64_t>e.partition_max_bytes, plan.budget))
-    records = read_tail(part.log, e.fetch_offset, s.high_watermark, max_bytes, plan.first,
-                        min(region_max, answer_max - plan.read_bytes), read_committed)
+    max_bytes = max(0, min(<int64_t>e.partition_max_bytes, b.budget))
+    records = read_tail(part.log, e.fetch_offset, s.high_watermark, max_bytes, b.first,
+                        min(b.region_max, b.answer_max - b.read_bytes), read_committed)
     if records is None:
         return None
     cdef Py_ssize_t n = len(records)
-    plan.budget -= n
-    plan.first = False
-    plan.read_bytes += n
-    plan.read_count += 1
-    plan.sent[ts.name] = plan.sent.get(ts.name, 0) + n
+    b.budget -= n
+    b.first = False
+    b.read_bytes += n
+    b.read_count += 1
+    sent[ts.name] = sent.get(ts.name, 0) + n
     return {"error_code": 0, "high_watermark": s.high_watermark,
             "last_stable_offset": s.last_stable_offset, "log_start_offset": s.log_start_offset,
             "aborted_transactions": [] if read_committed else None,
@@ -387,11 +401,10 @@ def plan_full_fetch(LeaderStates table, list topics, list names, bint read_commi
     plan.kinds, plan.fetched, plan.names, plan.reads = [], [], names, []
     plan.request_topics, plan.slow_topics = topics, []
     plan.watches = Watches()
-    plan.inline_count = plan.idle_count = plan.read_count = 0
-    plan.read_bytes = 0
+    plan.inline_count = plan.idle_count = 0
     plan.sent = {}
-    plan.budget = budget
-    plan.first = True
+    plan.reading = ReadBudget(budget=budget, read_bytes=0, region_max=region_max,
+                              answer_max=answer_max, read_count=0, first=True)
     for i in range(len(topics)):
         topic = topics[i]
         parts = topic.get("partitions")
@@ -421,8 +434,8 @@ def plan_full_fetch(LeaderStates table, list topics, list names, bint read_commi
                 fe.log_start_offset = s.log_start_offset
                 fe.slow = -1
             else:
-                answer = read_in_c(plan, ts, e, read_committed, region_max,
-                                   answer_max) if reading else None
+                answer = read_new_records(ts, e, read_committed, &plan.reading,
+                                          plan.sent) if reading else None
                 if answer is not None:
                     fe.slow = <int32_t>(-2 - len(reads))
                     reads.append(answer)

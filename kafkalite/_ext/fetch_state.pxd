@@ -19,6 +19,20 @@ cdef struct LeaderState:
     int32_t leading             # this broker leads it, its log open
 
 
+# What a fetch's reads in C (tail_read.pyx) have used so far, in its order:
+# KIP-74's byte budget left, whether the next read is the first with
+# records, and the answer's bytes read into memory, each read at most
+# ``region_max``, all at most ``answer_max`` (larger ones are sent from the
+# file).
+cdef struct ReadBudget:
+    int64_t budget
+    int64_t read_bytes
+    int64_t region_max
+    int64_t answer_max
+    Py_ssize_t read_count
+    bint first
+
+
 @cython.final
 cdef class TopicStates:
     cdef readonly str name
@@ -55,6 +69,10 @@ cdef class Watches:
     cdef int32_t index_of(self, TopicStates ts) except -1
     cdef int add(self, int32_t topic, int32_t partition) except -1
     cdef int each(self, LeaderStates table, int64_t waiter, bint add) except -1
+
+
+cdef object read_new_records(TopicStates ts, FetchPartitionEntry* e, bint read_committed,
+                             ReadBudget* b, dict sent)
 
 
 cdef inline LeaderState* idle_state(TopicStates ts, FetchPartitionEntry* e,

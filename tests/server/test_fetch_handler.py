@@ -369,6 +369,30 @@ def test_an_idle_long_poll_waits_on_one_key_and_an_append_wakes_it(cluster):
     assert rm.leader_states.watching == 0 and not rm.purgatory._watchers
 
 
+def test_a_long_poll_short_of_min_bytes_watches_the_partitions_read_in_c(cluster):
+    """A fetch whose new records (read in C) are fewer than its min_bytes
+    waits; its read partitions are watched through the table as its idle
+    ones are, and more records there complete it (as the Python read's
+    purgatory key per read partition did)."""
+    rm = cluster.rm
+    cluster.append("a", 2)
+    body = fetch_all(cluster, 30_000)
+    body["min_bytes"] = len(records(2)) + 1         # a byte more than the batch read
+    for topic in body["topics"]:
+        if topic["topic"] == "a":
+            topic["partitions"][2]["fetch_offset"] -= 2       # the batch behind
+    before = rm.fetches.tail_reads
+    cid = cluster.broker.send(ApiKey.FETCH, 12, body)
+    assert cid not in cluster.broker.answers
+    assert len(rm.purgatory._watchers) == 1 and rm.leader_states.watching == 10
+    assert rm.leader_states.waiters("a", 2)
+    cluster.append("a", 2, n=3)
+    got = answered(cluster.broker.answers.pop(cid))
+    assert got[("a", 2)][0] == 0 and got[("a", 2)][2] > 0
+    assert rm.fetches.tail_reads - before == 1           # the answer sent: its read
+    assert rm.leader_states.watching == 0 and not rm.purgatory._watchers
+
+
 def test_an_idle_long_poll_is_woken_by_a_follower_moving_the_high_watermark(cluster):
     rm = cluster.rm
     cluster.lead("a", 2, 3, replicas=[0, FOLLOWER])

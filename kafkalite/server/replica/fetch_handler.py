@@ -197,9 +197,11 @@ class FetchHandler:
             names = [rm.topic_names.get(i) if partitions.uses_topic_ids else n
                      for n, i in zip(partitions.topic_names, partitions.topic_ids)]
             modes, denied = self._session_modes(ctx, names, partitions)
-            plan = partitions.plan(rm.leader_states, names, modes, read_committed, consumer)
-            return FetchRead(plan, self.read_partitions({**body, "topics": plan.slow_topics},
-                                                        denied))
+            plan = partitions.plan(rm.leader_states, names, modes, read_committed, consumer,
+                                   fetch_budget(body), INLINE_REGION_BYTES, INLINE_ANSWER_BYTES)
+            return FetchRead(plan, self.read_partitions(
+                {**body, "topics": plan.slow_topics}, denied, budget=plan.budget,
+                first=plan.first), plan.read_count)
         topics = body["topics"]
         names = [self._name_of(topic) for topic in topics]
         # a read_uncommitted consumer's partitions with new records in the
