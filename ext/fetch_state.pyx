@@ -116,6 +116,9 @@ cdef class LeaderStates:
         cdef LeaderState* s = ts.at(partition) if ts is not None else NULL
         if s != NULL:
             s.leading = 0
+            # its Partition not kept alive by the table (a deleted topic's);
+            # leading again publishes it again
+            ts.partitions[partition] = None
 
     def state(self, str topic, int32_t partition):
         """(high watermark, last stable offset, log start offset, leader
