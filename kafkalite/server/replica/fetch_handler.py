@@ -9,12 +9,16 @@ A fetch is read in two parts, and answered with both in request order
   C from the replica manager's table of leader states, without a Python
   object per partition: the FetchRequest twin decoder gives their request
   entries as C structs, the plan answers them inline, the FetchResponse
-  twin encoder writes them (ext/produce_fetch.pyx);
-- every other partition -- records to read, an error, a follower's, a
+  twin encoder writes them (ext/produce_fetch.pyx); a consumer's
+  partitions with new records in the active segment's last batches are
+  read by the plan too (ext/tail_read.pyx), one pread each into the
+  answer, until a partition in request order needs the Python read;
+- every other partition -- older records, an error, a follower's, a
   tiered read, a request the twin decoder did not take -- is read by
   ``read_partitions``, in Python, per partition, with KIP-74's byte
-  budget over them in order (idle partitions read nothing, so leaving
-  them out of it changes nothing).
+  budget over them in order, from what the plan's reads left of it
+  (idle partitions read nothing, so leaving them out of it changes
+  nothing).
 
 Sessions (KIP-227, fetch_session.py): an incremental fetch reads the
 session's partitions, and its answer lists only those with records, an
@@ -100,8 +104,8 @@ class FetchRead:
     def __init__(self, plan, read: tuple, read_in_c: int = 0):
         self.plan = plan
         self.topics, self.total, self.keys, self.sent, self.downloads = read
-        # partitions with new records a full fetch's plan read in C (its
-        # watches hold them, as they hold the idle ones)
+        # partitions with new records the plan read in C (a long poll
+        # watches them through the table, as it watches the idle ones)
         self.read_in_c = read_in_c
         if read_in_c:
             self.total += plan.read_bytes
@@ -204,9 +208,9 @@ class FetchHandler:
                 first=plan.first), plan.read_count)
         topics = body["topics"]
         names = [self._name_of(topic) for topic in topics]
-        # a read_uncommitted consumer's partitions with new records in the
-        # active segment's last batches are read in C too (ext/tail_read.pyx),
-        # as much as the listener would read into memory rather than sendfile
+        # a consumer's partitions with new records in the active segment's
+        # last batches are read in C too (ext/tail_read.pyx), as much as the
+        # listener would read into memory rather than sendfile
         plan = plan_full_fetch(rm.leader_states, topics, names, read_committed, consumer,
                                fetch_budget(body), INLINE_REGION_BYTES, INLINE_ANSWER_BYTES)
         if not plan.slow_topics:
