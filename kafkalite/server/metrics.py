@@ -563,6 +563,10 @@ class NodeMetrics:
             "kafkalite_fetch_idle_partitions", "Partitions of consumers' fetches answered "
             "idle (nothing new) from the workers' table in C, not read in Python",
             value=sessions.get("idle_partitions", 0))
+        yield CounterMetricFamily(
+            "kafkalite_fetch_tail_reads", "Partitions of consumers' fetches with new "
+            "records in the active segment's last batches, read in C, not in Python",
+            value=sessions.get("tail_reads", 0))
 
     @staticmethod
     def _remote_families(remote: dict, copy_lag: dict):

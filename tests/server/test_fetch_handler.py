@@ -9,6 +9,14 @@ changes, each sent twice to one in-process broker (the C path on, then
 off) and compared on the wire. The replica manager's table of leader
 states is checked against the partitions after every change.
 
+A consumer's partitions with new records in the active segment's last
+batches are read in C too (ext/tail_read.pyx): random fetches of them --
+offsets in and before those batches, small partition and fetch byte
+budgets, both isolation levels with open, committed and aborted
+transactions, errors and idle partitions between them -- answer on the wire as
+the Python path does, and a fetch of such partitions reads none of them in
+Python.
+
 Long polls: a fetch whose partitions are all idle waits without a
 purgatory entry per partition and is woken by an append, a follower
 moving the high watermark, and leadership leaving."""
@@ -249,6 +257,85 @@ def test_every_version_and_isolation_of_an_idle_fetch_answers_as_the_python_path
     assert cluster.broker.inline > 100
 
 
+def random_read(rng, cluster: Cluster) -> tuple[int, dict]:
+    """A consumer's fetch of records near the high watermark, for reads in C."""
+    version = rng.choice(VERSIONS)
+    topics = []
+    for name in sorted(TOPICS, key=lambda _: rng.random()):
+        count, topic_id = TOPICS[name]
+        parts = []
+        for i in sorted(range(count), key=lambda _: rng.random()):
+            part = cluster.rm.partitions.get((name, i))
+            hw = part.high_watermark if part is not None else 0
+            start = part.log.log_start_offset if part is not None else 0
+            parts.append({"partition": i, "fetch_offset": rng.choice(
+                              [hw, hw - 1, hw - 1, hw - 2, hw - 5, rng.randint(start, hw), -1]),
+                          "current_leader_epoch": rng.choice(
+                              [-1, -1, cluster.epochs[(name, i)], cluster.epochs[(name, i)] - 1]),
+                          "last_fetched_epoch": -1, "log_start_offset": -1,
+                          "partition_max_bytes": rng.choice([1 << 20, 1 << 20, 100, 60, 0])})
+        topics.append({"topic": name, "topic_id": topic_id, "partitions": parts})
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1,
+            "max_bytes": rng.choice([1 << 20, 1 << 20, 300, 100, 1]),
+            "isolation_level": rng.choice([0, 0, 0, 1]), "session_id": 0, "session_epoch": -1,
+            "topics": topics, "forgotten_topics_data": [], "rack_id": ""}
+    if version >= 15:
+        body["replica_state"] = {"replica_id": -1, "replica_epoch": -1}
+    return version, body
+
+
+def test_random_reads_of_new_records_answer_as_the_python_path(cluster):
+    rng = random.Random(7272)
+    for topic, (count, _) in TOPICS.items():
+        for p in range(count):
+            for _ in range(3):
+                cluster.append(topic, p, rng.randint(1, 4))
+    for step in range(300):
+        topic = rng.choice(sorted(TOPICS))
+        p = rng.randrange(TOPICS[topic][0])
+        leads = cluster.rm.partitions[(topic, p)].is_leader
+        if step % 3 == 0 and leads:
+            cluster.append(topic, p, rng.randint(1, 4))
+        elif step % 17 == 0:
+            cluster.random_change(rng)
+        elif step % 7 == 0 and leads:     # transactions: open ones hold the LSO back, aborts
+            if rng.random() < 0.5:
+                cluster.transactional(topic, p)
+            else:
+                cluster.end_transaction(topic, p, rng.random() < 0.5)
+        version, body = random_read(rng, cluster)
+        fast, slow = both_paths(cluster.broker, version, body)
+        assert fast == slow, (step, version, body)
+    # not a test that compares the Python path with itself
+    assert cluster.rm.fetches.tail_reads > 200
+
+
+def test_a_fetch_of_new_records_reads_them_in_c(cluster):
+    """Each partition with new records is read by the plan (tail_reads),
+    none by the Python read, and the answer holds what was appended."""
+    appended = {}
+    for topic, (count, _) in TOPICS.items():
+        for p in range(count):
+            batch = records(2)
+            appended[(topic, p)] = bytes(batch)
+            cluster.rm.append(cluster.rm.partition(topic, p), batch)
+    body = fetch_all(cluster, 0)
+    for topic in body["topics"]:
+        for fp in topic["partitions"]:
+            fp["fetch_offset"] = 0
+    fetches = cluster.rm.fetches
+    before = fetches.tail_reads
+    got = cluster.broker.answers.pop(cluster.broker.send(ApiKey.FETCH, 12, body))
+    _, answer = decode_response(ApiKey.FETCH, 12, b"\0\0\0\0" + got)
+    for t in answer["responses"]:
+        for p in t["partitions"]:
+            assert p["error_code"] == 0 and p["high_watermark"] == 2
+            # the batch as appended, past the leader epoch and CRC the broker sets
+            assert bytes(p["records"])[21:] == appended[(t["topic"], p["partition_index"])][21:]
+    assert fetches.tail_reads - before == len(appended)
+    assert fetches.figures()["tail_reads"] == fetches.tail_reads
+
+
 def fetch_all(cluster, max_wait_ms, version=12, isolation=0):
     return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
             "isolation_level": isolation, "session_id": 0, "session_epoch": -1,
@@ -279,6 +366,30 @@ def test_an_idle_long_poll_waits_on_one_key_and_an_append_wakes_it(cluster):
     assert got[("b", 3)][0] == 0 and got[("b", 3)][2] > 0
     assert sum(1 for v in got.values() if v[2]) == 1 and len(got) == 10
     # nothing left watching
+    assert rm.leader_states.watching == 0 and not rm.purgatory._watchers
+
+
+def test_a_long_poll_short_of_min_bytes_watches_the_partitions_read_in_c(cluster):
+    """A fetch whose new records (read in C) are fewer than its min_bytes
+    waits; its read partitions are watched through the table as its idle
+    ones are, and more records there complete it (as the Python read's
+    purgatory key per read partition did)."""
+    rm = cluster.rm
+    cluster.append("a", 2)
+    body = fetch_all(cluster, 30_000)
+    body["min_bytes"] = len(records(2)) + 1         # a byte more than the batch read
+    for topic in body["topics"]:
+        if topic["topic"] == "a":
+            topic["partitions"][2]["fetch_offset"] -= 2       # the batch behind
+    before = rm.fetches.tail_reads
+    cid = cluster.broker.send(ApiKey.FETCH, 12, body)
+    assert cid not in cluster.broker.answers
+    assert len(rm.purgatory._watchers) == 1 and rm.leader_states.watching == 10
+    assert rm.leader_states.waiters("a", 2)
+    cluster.append("a", 2, n=3)
+    got = answered(cluster.broker.answers.pop(cid))
+    assert got[("a", 2)][0] == 0 and got[("a", 2)][2] > 0
+    assert rm.fetches.tail_reads - before == 1           # the answer sent: its read
     assert rm.leader_states.watching == 0 and not rm.purgatory._watchers
 
 

@@ -18,7 +18,7 @@ from kafkalite.protocol import ApiKey
 from kafkalite.record import RecordBatchBuilder
 from kafkalite.server.replica.fetch_session import (EVICTION_MS, FetchSessionCache, MAX_EPOCH,
                                                     next_epoch)
-from kafkalite._ext.fetch_state import SessionPartitions
+from kafkalite._ext.fetch_session_state import SessionPartitions
 
 TOPIC_ID = uuid.UUID(int=0x72)
 
@@ -221,8 +221,8 @@ def test_partitions_with_records_go_to_the_end_of_the_session(broker):
 
 def test_incremental_answers_are_the_python_paths(broker):
     """Two sessions over the same partitions, one answered with idle
-    partitions in C and one in Python, get the same answers to the same
-    random fetches."""
+    partitions and new records in C and one in Python, get the same
+    answers to the same random fetches."""
     fetches = broker.rm.fetches
     rng = random.Random(227)
     offsets = {p: 0 for p in range(6)}
@@ -258,6 +258,8 @@ def test_incremental_answers_are_the_python_paths(broker):
             known.pop(p, None)
         if not known:
             break
+    # partitions with new records were read in C too, in the session's order
+    assert fetches.tail_reads > 50
 
 
 def test_the_cache_is_bounded_and_evicts_as_kafkas():

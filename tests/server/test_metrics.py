@@ -159,6 +159,27 @@ def test_a_consumer_polling_an_empty_topic_counts_idle_partitions(server, topic_
     assert (value(metrics, "kafkalite_fetch_idle_partitions_total") or 0) >= before + 8
 
 
+def test_a_consumer_reading_new_records_counts_reads_in_c(server, topic_name):
+    """kafkalite_fetch_tail_reads_total: partitions whose new records the
+    workers' fetch plan read in C (the segment's last batches), summed over
+    the workers; the consumer gets every record all the same."""
+    make_topic(server, topic_name, 2)
+    produce(server, topic_name, {0: 5, 1: 5})
+    before = value(scrape(server), "kafkalite_fetch_tail_reads_total") or 0
+    c = Consumer(server.config(**{"group.id": topic_name + "-tail", "fetch.wait.max.ms": 50}))
+    got = []
+    try:
+        c.assign([TopicPartition(topic_name, p, OFFSET_BEGINNING) for p in range(2)])
+        wait_until(lambda: got.extend(m for m in c.consume(10, 0.2) if not m.error())
+                   or len(got) >= 10, timeout=30, message="the 10 records consumed")
+    finally:
+        c.close()
+    assert sorted(m.partition() for m in got) == [0] * 5 + [1] * 5
+    assert wait_until(lambda: (value(scrape(server), "kafkalite_fetch_tail_reads_total")
+                               or 0) >= before + 2, timeout=20,
+                      message="kafkalite_fetch_tail_reads_total to count the two partitions' reads")
+
+
 def test_consumer_lag_is_what_remains_after_the_committed_offset(server, topic_name):
     make_topic(server, topic_name, 2)
     produce(server, topic_name, {0: 50, 1: 30})

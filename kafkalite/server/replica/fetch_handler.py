@@ -9,12 +9,16 @@ A fetch is read in two parts, and answered with both in request order
   C from the replica manager's table of leader states, without a Python
   object per partition: the FetchRequest twin decoder gives their request
   entries as C structs, the plan answers them inline, the FetchResponse
-  twin encoder writes them (ext/produce_fetch.pyx);
-- every other partition -- records to read, an error, a follower's, a
+  twin encoder writes them (ext/produce_fetch.pyx); a consumer's
+  partitions with new records in the active segment's last batches are
+  read by the plan too (ext/tail_read.pyx), one pread each into the
+  answer, until a partition in request order needs the Python read;
+- every other partition -- older records, an error, a follower's, a
   tiered read, a request the twin decoder did not take -- is read by
   ``read_partitions``, in Python, per partition, with KIP-74's byte
-  budget over them in order (idle partitions read nothing, so leaving
-  them out of it changes nothing).
+  budget over them in order, from what the plan's reads left of it
+  (idle partitions read nothing, so leaving them out of it changes
+  nothing).
 
 Sessions (KIP-227, fetch_session.py): an incremental fetch reads the
 session's partitions, and its answer lists only those with records, an
@@ -49,8 +53,10 @@ import os
 import time
 
 from kafkalite import errors
-from kafkalite._ext.fetch_state import SessionPartitions, plan_full_fetch
+from kafkalite._ext.fetch_session_state import SessionPartitions
+from kafkalite._ext.fetch_state import plan_full_fetch
 from kafkalite.protocol.enums import IsolationLevel
+from kafkalite.server.network.kafka_listener import INLINE_ANSWER_BYTES, INLINE_REGION_BYTES
 from kafkalite.server.network.per_partition import Shape, each_partition
 from kafkalite.server.network.requests import DEFERRED
 from kafkalite.server.replica.fetch_session import (FULL, INCREMENTAL, INVALID_SESSION_ID,
@@ -77,6 +83,11 @@ def offset_is_local(part, data) -> bool:
     return part.log.remote is None or data.fetch_offset >= part.log.local_log_start_offset
 
 
+def fetch_budget(body: dict) -> int:
+    """The fetch's max_bytes (KIP-74's budget over its partitions)."""
+    return body.get("max_bytes", DEFAULT_FETCH_MAX_BYTES) or DEFAULT_FETCH_MAX_BYTES
+
+
 def follower_of(body: dict) -> int:
     """The broker id a follower's fetch names, -1 for a consumer's."""
     replica = body.get("replica_id", -1)
@@ -88,15 +99,22 @@ def follower_of(body: dict) -> int:
 class FetchRead:
     """One reading of a fetch: its plan and the Python read's results."""
 
-    __slots__ = ("plan", "topics", "total", "keys", "sent", "downloads")
+    __slots__ = ("plan", "topics", "total", "keys", "sent", "downloads", "read_in_c")
 
-    def __init__(self, plan, read: tuple):
+    def __init__(self, plan, read: tuple, read_in_c: int = 0):
         self.plan = plan
         self.topics, self.total, self.keys, self.sent, self.downloads = read
+        # partitions with new records the plan read in C (a long poll
+        # watches them through the table, as it watches the idle ones)
+        self.read_in_c = read_in_c
+        if read_in_c:
+            self.total += plan.read_bytes
+            for topic, n in plan.sent.items():
+                self.sent[topic] = self.sent.get(topic, 0) + n
 
     @property
     def watched(self) -> bool:
-        return bool(self.keys) or self.plan.idle_count > 0
+        return bool(self.keys) or self.plan.idle_count > 0 or self.read_in_c > 0
 
 
 class FetchHandler:
@@ -112,6 +130,9 @@ class FetchHandler:
         # (kafkalite_fetch_idle_partitions): how much of the fetch load never
         # reached the Python read
         self.idle_partitions = 0
+        # partitions with new records of the answers sent, read by the plan
+        # in C (ext/tail_read.pyx; kafkalite_fetch_tail_reads)
+        self.tail_reads = 0
 
     def figures(self) -> dict:
         """The metrics' figures: sessions held, their partitions, evictions,
@@ -119,7 +140,7 @@ class FetchHandler:
         cache = self.sessions
         return {"sessions": len(cache), "partitions": cache.total_partitions,
                 "evictions": cache.evictions, "idle_partitions": self.idle_partitions,
-                **self.kinds}
+                "tail_reads": self.tail_reads, **self.kinds}
 
     # ---- the API -----------------------------------------------------------------------------
 
@@ -180,15 +201,26 @@ class FetchHandler:
             names = [rm.topic_names.get(i) if partitions.uses_topic_ids else n
                      for n, i in zip(partitions.topic_names, partitions.topic_ids)]
             modes, denied = self._session_modes(ctx, names, partitions)
-            plan = partitions.plan(rm.leader_states, names, modes, read_committed, consumer)
-            return FetchRead(plan, self.read_partitions({**body, "topics": plan.slow_topics},
-                                                        denied))
+            plan = partitions.plan(rm.leader_states, names, modes, read_committed, consumer,
+                                   fetch_budget(body), INLINE_REGION_BYTES, INLINE_ANSWER_BYTES)
+            return FetchRead(plan, self.read_partitions(
+                {**body, "topics": plan.slow_topics}, denied, budget=plan.budget,
+                first=plan.first), plan.read_count)
         topics = body["topics"]
         names = [self._name_of(topic) for topic in topics]
-        plan = plan_full_fetch(rm.leader_states, topics, names, read_committed, consumer)
+        # a consumer's partitions with new records in the active segment's
+        # last batches are read in C too (ext/tail_read.pyx), as much as the
+        # listener would read into memory rather than sendfile
+        plan = plan_full_fetch(rm.leader_states, topics, names, read_committed, consumer,
+                               fetch_budget(body), INLINE_REGION_BYTES, INLINE_ANSWER_BYTES)
+        if not plan.slow_topics:
+            # all answered by the plan (a consumer's usual fetch): nothing
+            # for the Python read, which would walk no partition at a cost
+            return FetchRead(plan, ([], 0, [], {}, []), plan.read_count)
         slow = body if len(plan.slow_topics) == len(topics) and not plan.inline_count else \
             {**body, "topics": plan.slow_topics}
-        return FetchRead(plan, self.read_partitions(slow))
+        return FetchRead(plan, self.read_partitions(slow, budget=plan.budget, first=plan.first),
+                         plan.read_count)
 
     def _name_of(self, topic: dict) -> str | None:
         topic_id = topic.get("topic_id")
@@ -217,16 +249,17 @@ class FetchHandler:
                 modes.append(0)
         return modes, denied
 
-    def read_partitions(self, body: dict, denied: set = frozenset()) -> tuple:
-        """Read every partition of ``body`` in Python: (response topics,
-        bytes, partition keys, {topic: bytes read for a consumer}, the
-        purgatory keys of the remote segment downloads it waits for: those
-        partitions have no records yet). ``denied``: topics answered
-        TOPIC_AUTHORIZATION_FAILED."""
+    def read_partitions(self, body: dict, denied: set = frozenset(), *, budget=None,
+                        first: bool = True) -> tuple:
+        """Read every partition of ``body`` in Python: (response topics, bytes,
+        partition keys, {topic: bytes read for a consumer}, the purgatory keys
+        of the remote segment downloads it waits for: those partitions have no
+        records yet). ``denied``: topics answered TOPIC_AUTHORIZATION_FAILED.
+        ``budget``, ``first``: KIP-74's, as the plan's reads in C left them."""
         rm = self.rm
-        budget = body.get("max_bytes", DEFAULT_FETCH_MAX_BYTES) or DEFAULT_FETCH_MAX_BYTES
         read_committed = body.get("isolation_level", 0) == IsolationLevel.READ_COMMITTED
-        state = {"budget": budget, "total": 0, "first": True}
+        state = {"budget": fetch_budget(body) if budget is None else budget, "total": 0,
+                 "first": first}
         keys: list = []
         sent: dict = {}
         downloads: list = []
@@ -334,6 +367,7 @@ class FetchHandler:
         session now, an incremental one tells its session what it said."""
         session_id = INVALID_SESSION_ID
         self.idle_partitions += read.plan.idle_count
+        self.tail_reads += read.read_in_c
         if context.kind == INCREMENTAL:
             session = context.session
             if session.epoch != context.expected_epoch:

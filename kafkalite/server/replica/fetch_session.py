@@ -38,7 +38,7 @@ young session is not thrown out by the next one (Kafka's tryEvict; its
 trees are scans here, over at most that many sessions, and only when the
 cache is full).
 
-The partitions of a session live in C (ext/fetch_state.pyx's
+The partitions of a session live in C (ext/fetch_session_state.pyx's
 SessionPartitions): looking at 10,000 idle ones costs microseconds.
 
 Who may call: the replica manager's fetch path (fetch_handler.py), on the
@@ -50,7 +50,7 @@ import random
 import time
 
 from kafkalite import errors
-from kafkalite._ext.fetch_state import SessionPartitions
+from kafkalite._ext.fetch_session_state import SessionPartitions
 from kafkalite.protocol.fetch_sessions import (FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID,
                                                MAX_EPOCH, next_epoch)
 

@@ -559,7 +559,7 @@ class ReplicaManager:
         if offsets is not None:         # led here, its log open
             hw, lso, log_start = offsets
             self.leader_states.publish(part.topic, part.index, hw, lso, log_start,
-                                       part.leader_epoch)
+                                       part.leader_epoch, part)
         else:
             self.leader_states.stop_leading(part.topic, part.index)
 
