@@ -6,8 +6,8 @@ records, without the Python read's calls.
 librdkafka's consumers at 100 partitions fetch every millisecond or so,
 and each fetch finds a few partitions with a record or two more, all of
 them in the active segment's last batches, which the segment keeps in
-memory (LogSegment._tail: base offset, last offset, position and size of
-each). The Python read of such a partition -- Partition.read ->
+memory (LogSegment's tail rows, log_state.pyx: base offset, last offset,
+position and size of each). The Python read of such a partition -- Partition.read ->
 PartitionLog.read -> LogSegment.read -> translate_offset -> FileRegion,
 then the listener's pread of the region -- was the largest piece of the
 Fetch side per message. ``read_tail`` makes the same read on the same
@@ -44,8 +44,6 @@ cdef object read_tail(object log, int64_t offset, int64_t high_watermark, int64_
     caller has seen that the last stable offset is the high watermark; the
     read is served only when the active segment holds no aborted
     transaction (the answer's list of them is then empty)."""
-    cdef list tail, lasts
-    cdef Py_ssize_t lo, hi, mid
     cdef int64_t size, position, batch_size, length, verified_end, trusted_from
     cdef int fd
     cdef Py_ssize_t n
@@ -53,26 +51,18 @@ cdef object read_tail(object log, int64_t offset, int64_t high_watermark, int64_
         return None
     if log._log_end != high_watermark or log._high_watermark != high_watermark:
         return None
-    seg = log._segments[-1]
-    sd = seg.__dict__
-    tail = sd["_tail"]
-    size = sd["_size"]
-    if not tail or sd["_tail_end"] != size or offset < tail[0][0]:
+    segments = log._segments
+    # not segments[-1]: the extensions are compiled with wraparound off,
+    # where -1 reads before the list's first item
+    seg = segments[len(segments) - 1]
+    # translate_offset's search of the in-memory tail (log_state.pyx's C
+    # rows): False when the tail cannot say, None past its last batch
+    entry = seg.tail_lookup(offset, 0)
+    if entry is None or entry is False:
         return None
-    if read_committed and len(sd["txn_index"]):
+    if read_committed and len(seg.txn_index):
         return None         # aborted_from's search: the Python read's
-    # translate_offset's bisect_left over the last offsets of the tail
-    lasts = sd["_tail_lasts"]
-    lo, hi = 0, len(lasts)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if <int64_t>lasts[mid] < offset:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo == len(tail):
-        return None
-    entry = tail[lo]
+    size = seg._size
     position = entry[2]
     batch_size = entry[3]
     if position >= size:
@@ -82,11 +72,11 @@ cdef object read_tail(object log, int64_t offset, int64_t high_watermark, int64_
         length = min(batch_size, size - position)
     if length <= 0 or length > most:
         return None
-    verified_end = sd["verified_end"]
-    trusted_from = sd["trusted_from"]
+    verified_end = seg.verified_end
+    trusted_from = seg.trusted_from
     if max(position, verified_end) < min(position + length, trusted_from):
         return None         # bytes this process did not write: their CRCs are checked first
-    fd = sd["file"]._fd
+    fd = seg.file._fd
     if fd < 0:
         return None
     data = PyBytes_FromStringAndSize(NULL, length)
