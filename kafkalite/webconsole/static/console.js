@@ -35,6 +35,13 @@ function svgEl(tag, attrs) {
   return node;
 }
 
+// A path of this server as a URL without the user:password@ a page opened
+// with one carries in its base URL (which fetch() refuses): the browser
+// sends the login it has for the realm, as it does for a prompt's.
+function here(path) {
+  return new URL(path, location.href).href;
+}
+
 async function api(method, path, body) {
   // the header a page of another site cannot send (no CORS preflight is
   // ever approved): with security on, changes without it are refused
@@ -43,7 +50,7 @@ async function api(method, path, body) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const resp = await fetch("api/" + path, init);
+  const resp = await fetch(here("api/" + path), init);
   let data = null;
   try { data = await resp.json(); } catch (e) { /* not JSON: reported below */ }
   if (!resp.ok) {
@@ -569,7 +576,7 @@ views.sql = async function (main) {
     let body = null, count = 0;
     const say = message => { error.textContent = message; error.hidden = false; };
     try {
-      const resp = await fetch("../query", {
+      const resp = await fetch(here("../query"), {
         method: "POST", signal: mine.signal, headers: {"Content-Type": "application/json"},
         body: JSON.stringify({sql: form.sql.value})});
       if (!resp.ok) {
