@@ -190,6 +190,12 @@ def _query_app(bootstrap: str, registry, owner_key_file: str | None = None, node
                 from kafkalite.sql.http_query import make_app
                 built.append(make_app(bootstrap, owner_config({"owner.key_file": owner_key_file})))
         return built[0](environ, start_response)
+    if registry is not None:
+        # how many run now: a client gone (a closed console page, a Ctrl-C)
+        # must bring it back down, which the tests check here
+        from prometheus_client import Gauge
+        Gauge("kafkalite_sql_queries_running", "ad-hoc SQL queries running on POST /query",
+              registry=registry).set_function(lambda: built[0].running() if built else 0)
     app.close = keeper.close
     app.json_only = True        # it refuses other bodies (415): no CSRF header needed
     return app

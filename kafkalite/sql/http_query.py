@@ -21,6 +21,10 @@ a syntax error, an unknown topic or column, a type mismatch or a query
 that ran past its timeout, 403 for a topic the user may not read, 405,
 413, 415 for a bad request, 503 when MAX_QUERIES queries are running.
 
+The web console's SQL page posts here too (the same port and login).
+``running()``: queries holding a slot, the node's
+``kafkalite_sql_queries_running`` gauge (kafkalite/cli/server.py).
+
 Persistent queries (persistent.py): ``CREATE STREAM ... AS SELECT``,
 ``SHOW QUERIES``, ``EXPLAIN <id>``, ``TERMINATE <id>`` are answered as
 queries are (a header, then rows); CREATE STREAM and TERMINATE need the
@@ -76,6 +80,8 @@ class QueryApp:
     def __init__(self, client_config: dict):
         self.client_config = client_config
         self._running = threading.BoundedSemaphore(MAX_QUERIES)
+        self._count_lock = threading.Lock()
+        self._count = 0         # queries holding a slot: the gauge running() reads
         self._registry_url: str | None = None
 
     def __call__(self, environ, start_response):
@@ -89,6 +95,8 @@ class QueryApp:
             body = _body(environ)
             if not self._running.acquire(blocking=False):
                 raise _HttpError(503, f"{MAX_QUERIES} queries are running; try again")
+            with self._count_lock:
+                self._count += 1
         except _HttpError as exc:
             return _error(start_response, exc)
         return self._query(environ, start_response, body)     # it gives the slot back
@@ -134,7 +142,15 @@ class QueryApp:
         if session is not None:
             session.interrupt()
             session.close()
+        with self._count_lock:
+            self._count -= 1
         self._running.release()
+
+    def running(self) -> int:
+        """Queries running now (their slot is given back only once the
+        session is interrupted and closed): the node's
+        ``kafkalite_sql_queries_running`` gauge."""
+        return self._count
 
     def _session(self, environ):
         from kafkalite.sql.session import QueryError, Session

@@ -42,6 +42,12 @@ denies is answered 403 or left out of lists. The page sends
 ``X-Kafkalite-Console`` with every API call, without which a change is
 refused there.
 
+The SQL page (console.js ``views.sql``) has no API route of its own: it
+posts to the node's ``POST /query`` on the same port and login
+(kafkalite/sql/http_query.py), so a query runs there with the user's
+principal and ACLs, in one of its slots, and ends when the page cancels
+(closes) the request.
+
 Bad input to the API is answered 4xx with ``{"error": message}``; reads of
 records are bounded in count, bytes and time (api.py's limits).
 """

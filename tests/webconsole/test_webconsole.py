@@ -26,7 +26,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from harness import ServerProcess, wait_until
+from harness import ServerProcess, sasl_config, secured_server, stop_server, wait_until
 from kafkalite.client import (AdminClient, ConfigResource, Consumer, NewTopic, Producer,
                               TopicPartition)
 
@@ -574,3 +574,147 @@ def test_records_in_confluents_wire_format_are_shown_decoded_beside_their_schema
     listed = {r[0]: r for r in rows(browser, "subjects")}
     assert listed[f"{topic_name}-shop.Order"][1:3] == ["PROTOBUF", "1"]
     assert listed[f"{topic_name}-value"][4] == "FULL (subject)"
+
+
+# ---- the SQL page: POST /query (kafkalite/sql/http_query.py) from the browser -------------------
+
+def run_sql(driver, sql: str) -> None:
+    """Type ``sql`` on the SQL page and press Run."""
+    form = fill(driver, "sql-form", sql=sql)
+    form.find_element(By.ID, "sql-run").click()
+
+
+def open_sql(driver, console) -> None:
+    goto(driver, console, "#/sql")
+
+
+def sql_status(driver) -> str:
+    return driver.find_element(By.ID, "sql-status").text
+
+
+def sql_error(driver) -> str:
+    return driver.execute_script(
+        "const e = document.getElementById('sql-error'); return e.hidden ? '' : e.textContent")
+
+
+def sql_header(driver) -> list[str]:
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll('#sql-rows thead th'), th => th.innerText)")
+
+
+def queries_running(server) -> float:
+    """The node's kafkalite_sql_queries_running gauge, from /metrics."""
+    with urllib.request.urlopen(server.info["metrics"], timeout=20) as resp:
+        text = resp.read().decode()
+    found = re.search(r"^kafkalite_sql_queries_running (\S+)$", text, re.M)
+    assert found, "no kafkalite_sql_queries_running on /metrics"
+    return float(found[1])
+
+
+def test_sql_page_shows_a_querys_rows_as_produced(server, browser, console, admin, topic_name):
+    admin.create_topics([NewTopic(topic_name, 2)])[topic_name].result()
+    model: dict[str, list[int]] = {}
+    for partition in (0, 1):
+        records = [(f"c{(i + partition) % 3}", i * 10 + partition) for i in range(7)]
+        produce(server, topic_name, [(k.encode(), str(v).encode(), None, None)
+                                     for k, v in records], partition=partition)
+        for k, v in records:
+            model.setdefault(k, []).append(v)
+    open_sql(browser, console)
+    run_sql(browser, f'SELECT decode(key) AS customer, count(*) AS orders, '
+                     f'sum(CAST(decode(value) AS INTEGER)) AS total FROM "{topic_name}" '
+                     f'GROUP BY customer ORDER BY customer')
+    WebDriverWait(browser, WAIT_S).until(lambda d: sql_status(d) == f"{len(model)} row(s)")
+    assert sql_header(browser) == ["customer", "orders", "total"]
+    assert rows(browser, "sql-rows") == [[k, str(len(v)), str(sum(v))]
+                                         for k, v in sorted(model.items())]
+    assert sql_error(browser) == ""
+
+
+def test_sql_page_shows_a_syntax_errors_one_line_as_the_api_gives_it(server, browser, console):
+    sql = "SELECT * FORM orders"
+    status, answer = _post_query(server.info["query"], sql)
+    assert status == 400 and "line 1" in answer["error"], answer
+    open_sql(browser, console)
+    run_sql(browser, sql)
+    WebDriverWait(browser, WAIT_S).until(lambda d: sql_error(d))
+    assert sql_error(browser) == answer["error"]
+    assert not browser.find_elements(By.ID, "sql-rows")
+
+
+def _post_query(url: str, sql: str):
+    request = urllib.request.Request(url, data=json.dumps({"sql": sql}).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_sql_page_follows_emit_changes_until_cancel(server, browser, console, admin, topic_name):
+    admin.create_topics([NewTopic(topic_name, 1)])[topic_name].result()
+    assert queries_running(server) == 0
+    open_sql(browser, console)
+    run_sql(browser, f'SELECT decode(value) AS dish FROM "{topic_name}" '
+                     f"WHERE key = 'bob' EMIT CHANGES")
+    # the follower starts at the partition's end: produce until its first row is shown
+    def a_row_shown():
+        produce(server, topic_name, [(b"bob", b"ramen", None, None),
+                                     (b"alice", b"tea", None, None)])
+        return bool(browser.find_elements(By.ID, "sql-rows")) and rows(browser, "sql-rows")
+    wait_until(a_row_shown, 60, "a row of a record produced after Run", interval=1.0)
+    shown = rows(browser, "sql-rows")
+    assert sql_header(browser) == ["dish"] and shown and all(r == ["ramen"] for r in shown), shown
+    assert queries_running(server) == 1
+    browser.find_element(By.ID, "sql-cancel").click()
+    WebDriverWait(browser, WAIT_S).until(lambda d: sql_status(d).startswith("cancelled"))
+    # the server notices the closed connection at its next write, and ends the query
+    wait_until(lambda: queries_running(server) == 0, 60, "the query ended on the server")
+
+
+SQL_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    """A server with security on: alice may Read topic "open", not "closed"."""
+    srv = secured_server(tmp_path_factory.mktemp("console-sql"), SQL_USERS, ["--console"])
+    try:
+        from confluent_kafka import Producer as KafkaProducer
+        from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
+                                           ResourcePatternType, ResourceType)
+        from confluent_kafka.admin import AdminClient as KafkaAdmin
+        from confluent_kafka.admin import NewTopic as KafkaNewTopic
+        kafka_admin = KafkaAdmin(sasl_config(srv, "admin", SQL_USERS["admin"]))
+        for f in kafka_admin.create_topics([KafkaNewTopic(t, 1, 1)
+                                            for t in ("open", "closed")]).values():
+            f.result(30)
+        for f in kafka_admin.create_acls([AclBinding(
+                ResourceType.TOPIC, "open", ResourcePatternType.LITERAL, "User:alice", "*",
+                AclOperation.READ, AclPermissionType.ALLOW)]).values():
+            f.result(30)
+        producer = KafkaProducer(sasl_config(srv, "admin", SQL_USERS["admin"]))
+        for t in ("open", "closed"):
+            producer.produce(t, b"v-" + t.encode(), b"k")
+        assert producer.flush(30) == 0
+        yield srv
+    finally:
+        stop_server(srv)
+
+
+def test_sql_page_reads_only_what_the_users_acls_allow(secured, browser):
+    """The browser logged in as alice (the page opened with alice:password@,
+    which Chromium keeps for the port's realm and sends to /query when
+    asked, as it does a login prompt's): her query of "open" shows its row,
+    one of "closed" the 403's message and no rows."""
+    console = secured.info["console"].replace("://", f"://alice:{SQL_USERS['alice']}@", 1)
+    browser.get(console + "#/sql")
+    wait_loaded(browser, lambda loaded: loaded == "#/sql")
+    run_sql(browser, "SELECT decode(value) AS v FROM open")
+    WebDriverWait(browser, WAIT_S).until(lambda d: sql_status(d) == "1 row(s)" or sql_error(d))
+    assert sql_error(browser) == "" and rows(browser, "sql-rows") == [["v-open"]]
+    run_sql(browser, "SELECT decode(value) AS v FROM closed")
+    WebDriverWait(browser, WAIT_S).until(lambda d: sql_error(d))
+    assert sql_error(browser) == "not authorized to read topic 'closed'"
+    assert not browser.find_elements(By.ID, "sql-rows")

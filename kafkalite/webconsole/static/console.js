@@ -1,6 +1,6 @@
 // kafkalite's web console: one page, views chosen by the URL's hash
 // (#/, #/topics, #/topic/<t>, #/messages?topic=..., #/schemas, #/groups,
-// #/group/<g>, #/metrics), each drawn from the JSON API under ./api/ (app.py). Charts
+// #/group/<g>, #/metrics, #/sql), each drawn from the JSON API under ./api/ (app.py). Charts
 // are SVG drawn here (lineChart); nothing is loaded from the network.
 "use strict";
 
@@ -35,6 +35,13 @@ function svgEl(tag, attrs) {
   return node;
 }
 
+// A path of this server as a URL without the user:password@ a page opened
+// with one carries in its base URL (which fetch() refuses): the browser
+// sends the login it has for the realm, as it does for a prompt's.
+function here(path) {
+  return new URL(path, location.href).href;
+}
+
 async function api(method, path, body) {
   // the header a page of another site cannot send (no CORS preflight is
   // ever approved): with security on, changes without it are refused
@@ -43,7 +50,7 @@ async function api(method, path, body) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const resp = await fetch("api/" + path, init);
+  const resp = await fetch(here("api/" + path), init);
   let data = null;
   try { data = await resp.json(); } catch (e) { /* not JSON: reported below */ }
   if (!resp.ok) {
@@ -507,11 +514,107 @@ views.metrics = async function (main, _, q) {
     table(["metric", "labels", "value#"], rows, {id: "metrics"}));
 };
 
+// ---- SQL: POST /query on the same port (kafkalite/sql/http_query.py), streamed ------------------
+
+let sqlQuery = null;       // the running query's AbortController: Cancel, or leaving the page
+
+// The answer is a JSON array written one element a line as it is computed
+// ("[" or "," before an element, "]" at the end, a bare newline while an
+// EMIT CHANGES query waits): each element is handed to onElement as soon
+// as it is whole (an element is compact JSON, so a prefix never parses).
+async function readElements(resp, onElement) {
+  const reader = resp.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  const take = text => {
+    const item = text.trim().replace(/^[\[,]/, "").replace(/[\],]$/, "").trim();
+    if (!item) return true;
+    let value;
+    try { value = JSON.parse(item); } catch (e) { return false; }
+    onElement(value);
+    return true;
+  };
+  for (;;) {
+    const {done, value} = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, {stream: true});
+    const lines = buffer.split("\n");
+    buffer = lines.pop();
+    for (const line of lines) take(line);
+    if (take(buffer)) buffer = "";      // the header, before any row or newline follows it
+  }
+  take(buffer);
+}
+
+function sqlCell(v) {
+  if (v === null || v === undefined) return el("span", {class: "muted"}, "null");
+  return typeof v === "object" ? JSON.stringify(v) : String(v);
+}
+
+views.sql = async function (main) {
+  const form = el("form", {id: "sql-form"},
+    el("label", {}, "statement (a topic is a table: partition, offset, timestamp, key, value, " +
+                    "headers; EMIT CHANGES follows new records until Cancel)",
+       el("textarea", {name: "sql", rows: 4, cols: 100, spellcheck: "false"})),
+    el("div", {class: "toolbar"},
+       el("button", {type: "submit", id: "sql-run"}, "Run"),
+       el("button", {type: "button", class: "plain", id: "sql-cancel", disabled: true},
+          "Cancel")));
+  const status = el("p", {class: "muted", id: "sql-status"});
+  const error = el("p", {class: "sql-error", id: "sql-error", hidden: true});
+  const results = el("div", {id: "sql-results"});
+  const cancel = form.querySelector("#sql-cancel");
+  cancel.addEventListener("click", () => { if (sqlQuery) sqlQuery.abort(); });
+  form.addEventListener("submit", async ev => {
+    ev.preventDefault();
+    if (sqlQuery) sqlQuery.abort();
+    const mine = sqlQuery = new AbortController();
+    error.hidden = true;
+    results.replaceChildren();
+    status.textContent = "running";
+    cancel.disabled = false;
+    let body = null, count = 0;
+    const say = message => { error.textContent = message; error.hidden = false; };
+    try {
+      const resp = await fetch(here("../query"), {
+        method: "POST", signal: mine.signal, headers: {"Content-Type": "application/json"},
+        body: JSON.stringify({sql: form.sql.value})});
+      if (!resp.ok) {
+        let data = null;
+        try { data = await resp.json(); } catch (e) { /* not JSON */ }
+        say((data && data.error) || `${resp.status} ${resp.statusText}`);
+        status.textContent = "";
+        return;
+      }
+      await readElements(resp, e => {
+        if (e.header) {
+          const t = table(e.header.columns, [], {id: "sql-rows"});
+          body = t.querySelector("tbody");
+          results.replaceChildren(t);
+        } else if (e.row && body) {
+          body.append(el("tr", {}, e.row.columns.map(v => el("td", {}, sqlCell(v)))));
+          status.textContent = `running: ${++count} row(s)`;
+        } else if (e.error) {
+          say(e.error.message);
+        }
+      });
+      status.textContent = `${count} row(s)`;
+    } catch (e) {
+      if (e.name === "AbortError") status.textContent = `cancelled after ${count} row(s)`;
+      else { say(e.message); status.textContent = ""; }
+    } finally {
+      if (sqlQuery === mine) { sqlQuery = null; cancel.disabled = true; }
+    }
+  });
+  main.append(el("h1", {}, "SQL"), form, status, error, results);
+};
+
 // ---- routing ---------------------------------------------------------------------------------
 
 async function route() {
   clearTimeout(timer);
   timer = null;
+  if (sqlQuery) sqlQuery.abort();     // a query left running would hold one of the node's slots
   const [path, query] = (location.hash.slice(1) || "/").split("?");
   const q = Object.fromEntries(new URLSearchParams(query || ""));
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
