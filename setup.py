@@ -50,16 +50,19 @@ CACHE_DIR = os.path.join("build", "ext-cache", f"{sysconfig.get_config_var('SOAB
 
 def _inputs_mtime() -> float:
     """The newest time any of our inputs changed: the .pyx, .pxd and
-    header files under ext/ (a shared .pxd or header can change them all)
+    header files under ext/ and kafkalite/_ext (a shared .pxd or header can change them all)
     and this file (flags). Not the generated .c files: Cython writes them
     again in every isolated build, as numpy's .pxd it depends on is
     installed afresh there. One stamp for all rebuilds everything on any
     change, which is rare; a finer one could miss a header."""
     newest = os.path.getmtime(os.path.abspath(__file__))
-    for root, _dirs, files in os.walk(EXT_DIR):
-        for name in files:
-            if name.endswith((".pyx", ".pxd", ".pxi", ".h")):
-                newest = max(newest, os.path.getmtime(os.path.join(root, name)))
+    # the .pxd files the modules cimport each other through live beside
+    # the compiled modules (kafkalite/_ext), not in ext/
+    for top in (EXT_DIR, os.path.join("kafkalite", "_ext")):
+        for root, _dirs, files in os.walk(top):
+            for name in files:
+                if name.endswith((".pyx", ".pxd", ".pxi", ".h")):
+                    newest = max(newest, os.path.getmtime(os.path.join(root, name)))
     return newest
 
 
