@@ -338,7 +338,9 @@ def run_query(op: str, df, n: int) -> None:
 
 def tree_cpu(root: int) -> float:
     """CPU seconds used so far by process ``root`` and every process under
-    it (live ones, plus the children they reaped): Linux /proc."""
+    it (live ones, plus the children they reaped): Linux /proc. A child is
+    listed under the thread that started it: the JVM starts its Python
+    workers' daemon from a thread other than its main one."""
     tick = os.sysconf("SC_CLK_TCK")
     total, todo = 0.0, [root]
     while todo:
@@ -346,8 +348,9 @@ def tree_cpu(root: int) -> float:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{pid}/task/{pid}/children") as f:
-                todo += [int(c) for c in f.read().split()]
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue
         total += sum(int(x) for x in fields[11:15]) / tick   # utime stime cutime cstime
