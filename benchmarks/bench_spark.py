@@ -348,11 +348,15 @@ def tree_cpu(root: int) -> float:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
+            tids = os.listdir(f"/proc/{pid}/task")
         except (FileNotFoundError, ProcessLookupError):
             continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+            except (FileNotFoundError, ProcessLookupError):
+                pass   # a thread that ended meanwhile
         total += sum(int(x) for x in fields[11:15]) / tick   # utime stime cutime cstime
     return total
 
