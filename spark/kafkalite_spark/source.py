@@ -121,7 +121,15 @@ def topic_partitions(o: opt.SourceOptions, consumer: Consumer, *, must_exist: bo
 
 
 def watermarks(consumer: Consumer, tps) -> dict:
-    return {tp: consumer.get_watermark_offsets(TopicPartition(*tp)) for tp in tps}
+    """{(topic, partition): (log start, end)} -- the end being the last
+    stable offset with read_committed -- in one ListOffsets a leader for
+    the starts and one for the ends (the protocol's timestamps -2, earliest,
+    and -1, latest), not two round trips a partition."""
+    if not tps:
+        return {}
+    starts = consumer.offsets_for_times([TopicPartition(t, p, opt.EARLIEST) for t, p in tps])
+    ends = consumer.offsets_for_times([TopicPartition(t, p, opt.LATEST) for t, p in tps])
+    return {(s.topic, s.partition): (s.offset, e.offset) for s, e in zip(starts, ends)}
 
 
 def resolve(spec: opt.OffsetSpec, tps, consumer: Consumer, marks: dict, *,
@@ -457,11 +465,11 @@ def _read(consumer: Consumer, o: opt.SourceOptions, r: OffsetRange, columns, dec
     for the log's bounds first (two ListOffsets round trips a task): a start
     the log no longer holds comes back as OFFSET_OUT_OF_RANGE, an end past
     the log (or, read_committed, past the last stable offset) as fetches
-    that bring nothing, and only then are the bounds asked (_bounds), as
+    that bring nothing, and only then are the bounds asked (_range_left), as
     Spark's Kafka consumer does."""
     start, end = r.start, r.end
     if start == opt.EARLIEST:   # a partition new to a streaming query: from its log start
-        bounds = _bounds(consumer, o, r, start, end)
+        bounds = _range_left(consumer, o, r, start, end)
         if bounds is None:
             return
         start, end = bounds
@@ -475,7 +483,7 @@ def _read(consumer: Consumer, o: opt.SourceOptions, r: OffsetRange, columns, dec
         except (errors.OffsetOutOfRangeError, errors.UnknownTopicOrPartitionError):
             batch = None
         if batch is None or not batch.num_rows:
-            bounds = _bounds(consumer, o, r, position, end)
+            bounds = _range_left(consumer, o, r, position, end)
             if bounds is None:
                 return
             if bounds[0] != position:   # records gone, failOnDataLoss off: on from the log start
@@ -504,14 +512,20 @@ def _read(consumer: Consumer, o: opt.SourceOptions, r: OffsetRange, columns, dec
         yield out
 
 
-def _bounds(consumer: Consumer, o: opt.SourceOptions, r: OffsetRange, start: int,
-            end: int) -> tuple[int, int] | None:
+def _range_left(consumer: Consumer, o: opt.SourceOptions, r: OffsetRange, start: int,
+                end: int) -> tuple[int, int] | None:
     """(start, end) of what is left to read of ``r`` from ``start`` as the
     log stands now (ListOffsets), or None when nothing is; DataLossError
     where records to read are gone and failOnDataLoss is on."""
     tp = TopicPartition(r.topic, r.partition)
     try:
-        low, high = consumer.get_watermark_offsets(tp)
+        try:
+            low, high = consumer.get_watermark_offsets(tp)
+        except errors.UnknownTopicOrPartitionError:
+            # the worker's Consumer may have learned the topic in an earlier
+            # task, before this partition was added: learn it again
+            consumer.list_topics(r.topic, o.poll_timeout_ms / 1000)
+            low, high = consumer.get_watermark_offsets(tp)
     except errors.UnknownTopicOrPartitionError:
         if o.fail_on_data_loss:
             raise _data_loss(f"{r.topic}-{r.partition} no longer exists") from None
