@@ -519,14 +519,31 @@ def plot(res: Results, path: str, args) -> bool:
 
 # ---- main ------------------------------------------------------------------------------
 
+EPILOG = """\
+the source against the ceiling alone (issue 71's target, kafkalite at 0.95x
+of the ceiling on count, groupBy and scan; on a quiet machine, three rounds):
+  python benchmarks/bench_spark.py --rounds 3 --naive-records 0 \\
+      --sink-repeats 0 --history-tail-pct -1
+  then read the 'kafkalite / ceiling' rows (by rows/s and by CPU a row) of
+  the table, or results.json; check the load average it prints at the start
+  and the end (uptime): on a loaded machine the rows/s ratios swing by +-0.2
+"""
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults in the options' help, the epilog's lines as written."""
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description="kafkalite Spark connector benchmark",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                epilog=EPILOG, formatter_class=_HelpFormatter)
     p.add_argument("--records", type=int, default=10_000_000, help="records in the topic")
     p.add_argument("--partitions", type=int, default=4, help="partitions of the topic")
     p.add_argument("--value-bytes", type=int, default=100, help="bytes per record value")
     p.add_argument("--keys", type=int, default=10_000, help="distinct keys")
-    common.add_rounds(p, 3, help="rounds of the side-by-side queries; medians are reported")
+    common.add_rounds(p, 3, help="rounds of the side-by-side queries (test 1), the sources' "
+                                 "order rotating from round to round (kafkalite, ceiling, "
+                                 "parquet; then ceiling, parquet, kafkalite; ...); medians "
+                                 "are reported")
     p.add_argument("--naive-records", type=int, default=1_000_000,
                    help="records the naive source reads (its rows/s is what counts, so a "
                         "smaller share keeps the run short; 0 skips it)")
