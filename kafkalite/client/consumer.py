@@ -172,6 +172,13 @@ class Consumer:
     def unassign(self) -> None:
         self._assigned.clear()
         self._chunks.clear()
+        # A fetch still out is for partitions no longer assigned: abandoned
+        # with its link, or the next assign's first fetch from that worker
+        # would wait behind its long poll (fetch.max.wait.ms): a worker
+        # answers a link's requests in order, as Kafka's brokers do. The
+        # session starts over with a full fetch, as after a lost link.
+        for node in list(self._in_flight):
+            self._drop_conn(node)
 
     def assignment(self) -> list[TopicPartition]:
         return [TopicPartition(t, p) for t, p in sorted(self._assigned)]

@@ -4,11 +4,14 @@ Planning (driver-side Python): ``partitions()`` / ``latestOffset()`` ask
 the server which partitions the query reads and where their offsets are,
 with a short-lived Consumer, and plan one ``OffsetRange`` per partition, or
 several when ``minPartitions`` / ``maxRecordsPerPartition`` ask for more.
-Reading (executor-side Python): ``read()`` opens its own Consumer, fetches
-the range and yields pyarrow RecordBatches in Spark's Kafka schema; the
-records are decoded batch-wise in Cython (Consumer.consume_batch, see
-kafkalite.client.arrow), never one Python object per record. Readers and
-partitions hold only plain data, so Spark can pickle them.
+Reading (executor-side Python): ``read()`` borrows the Python worker's
+Consumer (task_consumers.py: one per worker process, kept from task to
+task), fetches the range as planned (the log's bounds are asked only when
+a fetch shows the range is no longer there) and yields pyarrow
+RecordBatches in Spark's Kafka schema; the records are decoded batch-wise
+in Cython (Consumer.consume_batch, see kafkalite.client.arrow), never one
+Python object per record. Readers and partitions hold only plain data, so
+Spark can pickle them.
 
 Streaming offsets are Spark's Kafka JSON, ``{"topic": {"0": 42}}``: the
 next offset to read per partition. A partition that appears after the
@@ -45,6 +48,7 @@ from kafkalite import errors
 from kafkalite.client import Consumer, TopicPartition
 from kafkalite.client.types import OFFSET_END
 from kafkalite_spark import options as opt
+from kafkalite_spark import task_consumers
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()),
                                      StructField("value", BinaryType())]))
@@ -117,7 +121,15 @@ def topic_partitions(o: opt.SourceOptions, consumer: Consumer, *, must_exist: bo
 
 
 def watermarks(consumer: Consumer, tps) -> dict:
-    return {tp: consumer.get_watermark_offsets(TopicPartition(*tp)) for tp in tps}
+    """{(topic, partition): (log start, end)} -- the end being the last
+    stable offset with read_committed -- in one ListOffsets a leader for
+    the starts and one for the ends (the protocol's timestamps -2, earliest,
+    and -1, latest), not two round trips a partition."""
+    if not tps:
+        return {}
+    starts = consumer.offsets_for_times([TopicPartition(t, p, opt.EARLIEST) for t, p in tps])
+    ends = consumer.offsets_for_times([TopicPartition(t, p, opt.LATEST) for t, p in tps])
+    return {(s.topic, s.partition): (s.offset, e.offset) for s, e in zip(starts, ends)}
 
 
 def resolve(spec: opt.OffsetSpec, tps, consumer: Consumer, marks: dict, *,
@@ -429,73 +441,118 @@ def to_spark(batch: pa.RecordBatch, columns=ALL_COLUMNS) -> pa.RecordBatch:
 
 def read_range(o: opt.SourceOptions, r: OffsetRange, columns=ALL_COLUMNS, value_type=None):
     """Yield the records of ``r`` as Spark Arrow batches of ``columns``
-    (sockets live only here); with ``value.format``, the value column
-    decoded into ``value_type`` (registry.py)."""
-    tp = TopicPartition(r.topic, r.partition)
+    with the Python worker's Consumer (task_consumers.py); with
+    ``value.format``, the value column decoded into ``value_type``
+    (registry.py)."""
     decoder = None
     if o.value_format is not None and "value" in columns:
         from kafkalite_spark import registry
         decoder = registry.Decoder(o.value_format, value_type)
-    consumer = _consumer(o)
+    # A fetch at a start the log no longer holds must fail, not move to the
+    # log end (the default auto.offset.reset): failOnDataLoss decides.
+    config = {**o.client_config, "auto.offset.reset": "error"}
+    consumer = task_consumers.borrow(config)
+    try:
+        yield from _read(consumer, o, r, columns, decoder)
+    except BaseException:
+        consumer.close()    # failed or stopped part-way: not known to be clean
+        raise
+    task_consumers.give_back(config, consumer)
+
+
+def _read(consumer: Consumer, o: opt.SourceOptions, r: OffsetRange, columns, decoder):
+    """read_range's loop. A planned range is read as planned, without asking
+    for the log's bounds first (two ListOffsets round trips a task): a start
+    the log no longer holds comes back as OFFSET_OUT_OF_RANGE, an end past
+    the log (or, read_committed, past the last stable offset) as fetches
+    that bring nothing, and only then are the bounds asked (_range_left), as
+    Spark's Kafka consumer does."""
+    start, end = r.start, r.end
+    if start == opt.EARLIEST:   # a partition new to a streaming query: from its log start
+        bounds = _range_left(consumer, o, r, start, end)
+        if bounds is None:
+            return
+        start, end = bounds
+    tp = TopicPartition(r.topic, r.partition)
+    consumer.assign([TopicPartition(r.topic, r.partition, start)])
+    timeout = o.poll_timeout_ms / 1000
+    position, progress_at = start, time.monotonic()
+    while position < end:
+        try:
+            batch = consumer.consume_batch(timeout=min(timeout, 1.0))
+        except (errors.OffsetOutOfRangeError, errors.UnknownTopicOrPartitionError):
+            batch = None
+        if batch is None or not batch.num_rows:
+            bounds = _range_left(consumer, o, r, position, end)
+            if bounds is None:
+                return
+            if bounds[0] != position:   # records gone, failOnDataLoss off: on from the log start
+                consumer.assign([TopicPartition(r.topic, r.partition, bounds[0])])
+                progress_at = time.monotonic()
+            position, end = bounds
+        now_at = consumer.position([tp])[0].offset
+        if now_at > position:
+            position, progress_at = now_at, time.monotonic()
+        elif time.monotonic() - progress_at > timeout:
+            raise errors.RequestTimedOutError(
+                f"{r.topic}-{r.partition}: no records past offset {position} within "
+                f"{timeout:.0f} s (kafkaConsumer.pollTimeoutMs) though the log ends at {end}")
+        if batch is None or not batch.num_rows:
+            continue
+        offsets = batch.column(2)
+        if offsets[batch.num_rows - 1].as_py() >= end:
+            batch = batch.slice(0, int(np.searchsorted(offsets.to_numpy(), end)))
+            if not batch.num_rows:
+                break
+        out = to_spark(batch, columns)
+        if decoder is not None:
+            i = columns.index("value")
+            out = out.set_column(i, pa.field("value", decoder.arrow_type), decoder.column(
+                out.column(i), batch.column(2), f"{r.topic}-{r.partition}"))
+        yield out
+
+
+def _range_left(consumer: Consumer, o: opt.SourceOptions, r: OffsetRange, start: int,
+                end: int) -> tuple[int, int] | None:
+    """(start, end) of what is left to read of ``r`` from ``start`` as the
+    log stands now (ListOffsets), or None when nothing is; DataLossError
+    where records to read are gone and failOnDataLoss is on."""
+    tp = TopicPartition(r.topic, r.partition)
     try:
         try:
             low, high = consumer.get_watermark_offsets(tp)
         except errors.UnknownTopicOrPartitionError:
-            if o.fail_on_data_loss:
-                raise _data_loss(f"{r.topic}-{r.partition} no longer exists") from None
-            return
-        start, end = r.start, r.end
-        if start == opt.EARLIEST:
-            start = low
-        elif start < low:
-            if o.fail_on_data_loss:
-                raise _data_loss(f"{r.topic}-{r.partition}: offsets {start}..{low - 1} were "
-                                 f"to be read but the log now starts at {low}")
-            start = low
-        if end > high and o.read_committed:
-            # A range planned by a batch query's endingOffsets may reach past the
-            # last stable offset: wait for the open transaction there to end.
-            high = _wait_for_stable(consumer, tp, end, o.poll_timeout_ms / 1000)
-            if end > high:
-                raise errors.RequestTimedOutError(
-                    f"{r.topic}-{r.partition}: offsets up to {end - 1} were to be read but the "
-                    f"last stable offset stayed at {high} for {o.poll_timeout_ms / 1000:.0f} s "
-                    f"(kafkaConsumer.pollTimeoutMs): a transaction is open there, or the log "
-                    f"ends there")
+            # the worker's Consumer may have learned the topic in an earlier
+            # task, before this partition was added: learn it again
+            consumer.list_topics(r.topic, o.poll_timeout_ms / 1000)
+            low, high = consumer.get_watermark_offsets(tp)
+    except errors.UnknownTopicOrPartitionError:
+        if o.fail_on_data_loss:
+            raise _data_loss(f"{r.topic}-{r.partition} no longer exists") from None
+        return None
+    if start == opt.EARLIEST:
+        start = low
+    elif start < low:
+        if o.fail_on_data_loss:
+            raise _data_loss(f"{r.topic}-{r.partition}: offsets {start}..{low - 1} were "
+                             f"to be read but the log now starts at {low}")
+        start = low
+    if end > high and o.read_committed:
+        # A range planned by a batch query's endingOffsets may reach past the
+        # last stable offset: wait for the open transaction there to end.
+        high = _wait_for_stable(consumer, tp, end, o.poll_timeout_ms / 1000)
         if end > high:
-            if o.fail_on_data_loss:
-                raise _data_loss(f"{r.topic}-{r.partition}: offsets up to {end - 1} were to be "
-                                 f"read but the log now ends at {high}")
-            end = high
-        if start >= end:
-            return
-        consumer.assign([TopicPartition(r.topic, r.partition, start)])
-        timeout = o.poll_timeout_ms / 1000
-        position, progress_at = start, time.monotonic()
-        while position < end:
-            batch = consumer.consume_batch(timeout=min(timeout, 1.0))
-            now_at = consumer.position([tp])[0].offset
-            if now_at > position:
-                position, progress_at = now_at, time.monotonic()
-            elif time.monotonic() - progress_at > timeout:
-                raise errors.RequestTimedOutError(
-                    f"{r.topic}-{r.partition}: no records past offset {position} within "
-                    f"{timeout:.0f} s (kafkaConsumer.pollTimeoutMs) though the log ends at {end}")
-            if not batch.num_rows:
-                continue
-            offsets = batch.column(2)
-            if offsets[batch.num_rows - 1].as_py() >= end:
-                batch = batch.slice(0, int(np.searchsorted(offsets.to_numpy(), end)))
-                if not batch.num_rows:
-                    break
-            out = to_spark(batch, columns)
-            if decoder is not None:
-                i = columns.index("value")
-                out = out.set_column(i, pa.field("value", decoder.arrow_type), decoder.column(
-                    out.column(i), batch.column(2), f"{r.topic}-{r.partition}"))
-            yield out
-    finally:
-        consumer.close()
+            raise errors.RequestTimedOutError(
+                f"{r.topic}-{r.partition}: offsets up to {end - 1} were to be read but the "
+                f"last stable offset stayed at {high} for {o.poll_timeout_ms / 1000:.0f} s "
+                f"(kafkaConsumer.pollTimeoutMs): a transaction is open there, or the log "
+                f"ends there")
+    if end > high:
+        if o.fail_on_data_loss:
+            raise _data_loss(f"{r.topic}-{r.partition}: offsets up to {end - 1} were to be "
+                             f"read but the log now ends at {high}")
+        end = high
+    return (start, end) if start < end else None
 
 
 def _wait_for_stable(consumer: Consumer, tp: TopicPartition, end: int, timeout: float) -> int:

@@ -3,8 +3,10 @@ worker (KIP-227, protocol/fetch_sessions.py): after the first fetch it
 names only the partitions whose position moved, the workers count its
 fetches as incremental, and nothing is missed -- records on any partition,
 on partitions paused (forgotten from the session) and resumed, and after
-a worker lost the session."""
+a worker lost the session; unassign() abandons the fetch in flight."""
 from __future__ import annotations
+
+import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -76,5 +78,36 @@ def test_the_consumer_fetches_incrementally_and_misses_nothing(server, topic_nam
             return (now.get("incremental", 0) - before.get("incremental", 0) >= 10
                     and now.get("refused", 0) > before.get("refused", 0))
         wait_until(counted, 30)
+    finally:
+        c.close()
+
+
+def test_unassign_abandons_the_fetch_in_flight(server, topic_name):
+    """A consumer that read a partition to its end has a long-poll fetch
+    out; after unassign() the next assignment is fetched at once, not after
+    that fetch's fetch.max.wait.ms (the Spark source's workers keep one
+    consumer from task to task this way), and reads exactly its records."""
+    admin = AdminClient(server.config())
+    try:
+        for f in admin.create_topics([NewTopic(topic_name, 1)]).values():
+            f.result()
+    finally:
+        admin.close()
+    produce(server, topic_name, {0: [b"r%d" % i for i in range(10)]})
+    c = Consumer(server.config(**{"fetch.max.wait.ms": 20_000}))
+    try:
+        c.assign([TopicPartition(topic_name, 0, 0)])
+        got = []
+        wait_until(lambda: got.extend(c.consume_batch(1.0).column(2).to_pylist())
+                   or len(got) >= 10, 30)
+        assert got == list(range(10))     # and now a fetch at offset 10 waits on the worker
+        c.unassign()
+        c.assign([TopicPartition(topic_name, 0, 4)])
+        t0 = time.monotonic()
+        batch = c.consume_batch(15.0)
+        waited = time.monotonic() - t0
+        assert batch.column(2).to_pylist() == list(range(4, 10)), (batch.num_rows, waited)
+        assert waited < 10, f"the new assignment waited {waited:.1f} s behind the old fetch"
+        assert c.position([TopicPartition(topic_name, 0)])[0].offset == 10
     finally:
         c.close()

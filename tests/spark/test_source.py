@@ -2,9 +2,11 @@
 import json
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from pyspark.errors import PySparkException
 
 from conftest import consume_all, create, reader
+from harness import scrape, wait_until
 from kafkalite.client import Producer
 
 BASE_TS = 1_700_000_000_000
@@ -155,3 +157,82 @@ def test_a_user_schema_selects_kafka_columns(spark, server, events):
         (m.offset(), m.key() or b"") for m in want.values())
     with pytest.raises(Exception, match="option 'schema'.*not one of the Kafka columns"):
         reader(spark, server, subscribe=events).schema("value string").load().collect()
+
+
+def _answered(server, request: str) -> float:
+    return sum(s.value for family in text_string_to_metric_families(scrape(server))
+               for s in family.samples
+               if s.name == "kafka_network_requestmetrics_requests_total"
+               and s.labels.get("request") == request)
+
+
+def _list_offsets_settled(server, topic) -> float:
+    """ListOffsets answered so far, once the workers' metrics cover every
+    request before now: a record produced to the topic's one partition (its
+    leader served the reads) and counted marks a snapshot taken after them."""
+    produced = _answered(server, "Produce")
+    p = Producer(server.config())
+    p.produce(topic, b"marker", partition=0)
+    assert p.flush(15) == 0
+    p.close()
+    wait_until(lambda: _answered(server, "Produce") > produced, 30)
+    return _answered(server, "ListOffsets")
+
+
+def test_tasks_read_their_planned_range_without_asking_the_log_bounds_again(spark, server,
+                                                                             topic_name):
+    create(server, topic_name, 1)
+    p = Producer(server.config())
+    p.produce_batch(topic_name, [b"v%d" % i for i in range(300)], partition=0)
+    assert p.flush(15) == 0
+    p.close()
+    before = _list_offsets_settled(server, topic_name)
+    df = reader(spark, server, subscribe=topic_name, minPartitions="4",
+                startingOffsets=json.dumps({topic_name: {"0": 10}}),
+                endingOffsets=json.dumps({topic_name: {"0": 250}})).load()
+    assert df.rdd.getNumPartitions() == 4
+    got = df.select("offset", "value").collect()
+    assert sorted((r[0], r[1]) for r in got) == [(i, b"v%d" % i) for i in range(10, 250)]
+    # the planning's two (the partition's log start and end); none from the four tasks
+    assert _list_offsets_settled(server, topic_name) - before == 2
+
+
+def test_queries_one_after_another_read_exactly_their_rows(spark, server, topic_name):
+    """Spark's Python workers keep their consumer from task to task
+    (task_consumers.py): queries with other ranges, another isolation level
+    and more tasks than workers, one after another, each read exactly their
+    rows. Partition 0: offsets 0-49 plain, 50-59 an aborted transaction (60
+    its marker), 61-70 plain; partition 1: 0-29 plain."""
+    create(server, topic_name, 2)
+    p = Producer(server.config())
+    p.produce_batch(topic_name, [b"0-%d" % i for i in range(50)], partition=0)
+    p.produce_batch(topic_name, [b"1-%d" % i for i in range(30)], partition=1)
+    assert p.flush(15) == 0
+    tx = Producer(server.config(**{"transactional.id": topic_name + "-tx"}))
+    tx.init_transactions(15)
+    tx.begin_transaction()
+    tx.produce_batch(topic_name, [b"aborted-%d" % i for i in range(10)], partition=0)
+    tx.abort_transaction(15)
+    tx.close()
+    p.produce_batch(topic_name, [b"0-%d" % i for i in range(61, 71)], partition=0)
+    assert p.flush(15) == 0
+    p.close()
+    plain = {(0, o, b"0-%d" % o) for o in [*range(50), *range(61, 71)]} | {
+        (1, o, b"1-%d" % o) for o in range(30)}
+    aborted = {(0, 50 + i, b"aborted-%d" % i) for i in range(10)}
+
+    def read(**options):
+        df = reader(spark, server, subscribe=topic_name, **options).load()
+        got = [(r[0], r[1], r[2]) for r in df.select("partition", "offset", "value").collect()]
+        assert len(got) == len(set(got)), "a record read twice"
+        return set(got)
+
+    ranges = dict(startingOffsets=json.dumps({topic_name: {"0": 40, "1": 0}}),
+                  endingOffsets=json.dumps({topic_name: {"0": -1, "1": 10}}))
+    assert read(**ranges) == {r for r in plain | aborted if r[0] == 1 and r[1] < 10
+                              or r[0] == 0 and r[1] >= 40}
+    assert read(**{"kafkalite.isolation.level": "read_committed"}) == plain
+    assert read(startingOffsets=json.dumps({topic_name: {"0": 55, "1": 25}})) == {
+        r for r in plain | aborted if r[1] >= (55 if r[0] == 0 else 25)}
+    assert read(minPartitions="6") == plain | aborted
+    assert read(minPartitions="6", **{"kafkalite.isolation.level": "read_committed"}) == plain
