@@ -52,8 +52,6 @@ MODULE_EXCEPTIONS: dict[str, tuple[int, str]] = {
              "segment list, offsets and producer state under one owner"),
     "kafkalite/server/auth/request_authorization.py": (
         939, "the authorization rules of every API, one table of Kafka's per-request checks"),
-    "kafkalite/client/consumer.py": (
-        910, "the Consumer is one class a user imports (its class is listed below too)"),
 }
 
 # "path::Class": (methods today, why it is one class yet)

@@ -46,6 +46,7 @@ from kafkalite.client.connection import Connection, PeerLostError, client_contex
 from kafkalite.client.link import Link
 from kafkalite.client.metadata import Metadata, cluster_metadata, list_offsets
 from kafkalite.client.tcp_link import fetch_answer_bound, resolve_transport, tcp_link_or
+from kafkalite.client.consumer_fetch_state import _Assigned, _Chunk
 from kafkalite.client.consumer_membership import ConsumerProtocolMembership
 from kafkalite.protocol.fetch_sessions import FetchSessionHandler
 from kafkalite.client.group import Change, GroupMembership
@@ -53,7 +54,7 @@ from kafkalite.client.types import (OFFSET_BEGINNING, OFFSET_END, OFFSET_INVALID
                                     ConsumerGroupMetadata, Message, TopicPartition)
 from kafkalite.errors import KafkaError
 from kafkalite.protocol import ApiKey
-from kafkalite.record import AbortedFilter, batches_extent, decode_chunks, iter_batches
+from kafkalite.record import batches_extent, decode_chunks, iter_batches
 from kafkalite.record.layout import CONTROL_ABORT
 
 # An assigned partition without a leader (its worker restarting, an
@@ -61,45 +62,6 @@ from kafkalite.record.layout import CONTROL_ABORT
 LEADERLESS_REFRESH_S = 0.2
 
 _LATEST, _EARLIEST = -1, -2
-
-
-class _Assigned:
-    """Per partition: where the application is (``position``, the next
-    offset to deliver) and where fetching is (``fetch_position``, the next
-    offset to request); fetched-but-undelivered chunks sit between them."""
-    __slots__ = ("position", "fetch_position", "paused", "high_watermark", "log_start",
-                 "buffered")
-
-    def __init__(self, position):
-        self.position = position      # None or < 0: to be resolved (auto.offset.reset / -1 / -2)
-        self.fetch_position = position
-        self.paused = False
-        self.high_watermark = -1
-        self.log_start = -1
-        self.buffered = 0             # bytes of chunks not yet delivered
-
-
-class _Chunk:
-    """Fetched bytes of one partition, consumed batch by batch. With
-    read_committed, ``aborted`` is the fetch's aborted transactions for the
-    partition (their batches are dropped, by ``skip``)."""
-
-    __slots__ = ("tp", "data", "pos", "current", "pending", "taken", "after", "aborted", "skip")
-
-    def __init__(self, tp, data, aborted=None):
-        self.tp = tp
-        self.data = data
-        self.pos = 0                         # byte position of the next undecoded batch
-        self.current = 0                     # byte position of the batch ``pending`` came from
-        self.pending = []                    # Messages of that batch ...
-        self.taken = 0                       # ... of which this many were returned
-        self.after = None                    # the position after that batch, until applied
-        self.aborted = aborted
-        self.skip = None if aborted is None else AbortedFilter(aborted)
-
-    def unfinished(self) -> bool:
-        """Part-way through a batch (poll() returned some of it)."""
-        return self.taken < len(self.pending) or self.after is not None
 
 
 class Consumer:
