@@ -536,20 +536,22 @@ class _Snapshot:
         """Up to ``limit`` more rows as records into ``batches``; whether the
         snapshot is done (then the last record is marked so, and the
         transaction ended)."""
-        out = [self.held] if self.held is not None else []    # (relation, change)
+        # runs of one relation's changes: [relation, [change]]
+        runs = [[self.held[0], [self.held[1]]]] if self.held is not None else []
         self.held = None
+        count = len(runs)
         offset = {"lsn_commit": -1, "change": -1, "snapshot": True}
         done = False
-        while len(out) <= limit:
+        while count <= limit:
             if self.rel is None and not self._open_next():
-                if out:
-                    rel, change = out[-1]
-                    out[-1] = (rel, change[:5] + ("last",) + change[6:])
+                if runs:
+                    last = runs[-1][1]
+                    last[-1] = last[-1][:5] + ("last",) + last[-1][6:]
                 self.conn.commit()
                 self.conn.close()
                 done = True
                 break
-            rows = self.rows.read(limit + 1 - len(out))
+            rows = self.rows.read(limit + 1 - count)
             if rows is None:
                 self._open_next()
                 continue
@@ -557,13 +559,22 @@ class _Snapshot:
                 rows = rows[1:]
             self.first = False
             rel, lsn, ts_ms = self.rel, self.lsn, self.ts_ms
-            out += [(rel, ("r", None, False, row, ts_ms, "true", None, lsn, None, None))
-                    for row in rows]
+            changes = [("r", None, False, row, ts_ms, "true", None, lsn, None, None)
+                       for row in rows]
+            if runs and runs[-1][0] is rel:
+                runs[-1][1].extend(changes)
+            elif changes:
+                runs.append([rel, changes])
+            count += len(changes)
         if not done:
-            self.held = out.pop()
-        for rel, change in out:
-            batches.add(rel, change, self.ts_ms, offset, rel.key_schema is not None)
-        if done and out:
+            rel, changes = runs[-1]
+            self.held = (rel, changes.pop())
+            if not changes:
+                runs.pop()
+        for rel, changes in runs:
+            # a run's records added at once (_Batches.extend), not one add per row
+            batches.extend(rel, changes, self.ts_ms, offset, rel.key_schema is not None)
+        if done and runs:
             batches.out[-1].source_offset = {**offset, "snapshot_completed": True}
         return done
 
