@@ -746,8 +746,10 @@ class PostgresCdcSourceTask(SourceTask):
             if self.handed and data[0] in _CHANGES:
                 at += 1
                 continue        # streamed again after a reconnect: not parsed twice
+            # a run only where none of its changes can have been handed over: its
+            # first (and so each) is past the position
             if data[0] in _RUN_KINDS and self.txn is not None and \
-                    self.txn["final_lsn"] > self.position[0]:
+                    (self.txn["final_lsn"], self.txn["n"]) > self.position:
                 got = self._run(msgs, at, batches)
                 if got > at:
                     at = got
