@@ -29,8 +29,10 @@ def test_a_run_added_at_once_makes_the_batches_of_one_add_each():
     source = ChangeSource("srv", "db", None)
     a, b = relation(1, "a", True), relation(2, "b", False)
     # (relation, keyed, changes): a run continued, another relation, unkeyed, one change
-    plan = [(a, True, [change(k) for k in range(0, 3)]), (a, True, [change(k) for k in range(3, 8)]),
-            (b, False, [change(k) for k in range(8, 12)]), (a, True, [change(12)])]
+    plan = [(a, True, [change(k) for k in range(0, 3)]),
+            (a, True, [change(k) for k in range(3, 8)]),
+            (b, False, [change(k) for k in range(8, 12)]),
+            (a, True, [change(12)])]
     one_by_one, at_once = _Batches({"server": "srv"}, source), _Batches({"server": "srv"}, source)
     for rel, keyed, changes in plan:
         offset = {"lsn_commit": 99, "change": changes[-1][9]}
