@@ -109,3 +109,33 @@ def test_every_truncated_change_message_is_refused(pglogical):
         at = 8
         with pytest.raises(DataException, match="unknown tuple column kind b'q'"):
             parse_message(m[:at] + b"q" + m[at + 1:])
+
+
+def test_a_run_of_inserts_and_updates_is_made_into_changes_by_one_call(pglogical):
+    """pgoutput.change_run: from each message on, the Inserts and Updates of
+    its relation up to the first message of another kind or relation, each
+    as the change tuple cdc.py's per-message path makes of its parse."""
+    from kafkalite._ext.pgoutput import change_run
+    from kafkalite.connect.connectors.cdc import UNCHANGED
+    msgs = [(1000 + k, m) for k, m in enumerate(slot_messages(pglogical))]
+    runs = 0
+    for at, (_, m) in enumerate(msgs):
+        relid = struct.unpack_from("!I", m, 1)[0]
+        changes: list = []
+        end = change_run(msgs, at, relid, UNCHANGED, 17, 42, 999, 5, changes)
+        want = []
+        for lsn, d in msgs[at:]:
+            p = reference(d, UNCHANGED)
+            if p[0] not in ("I", "U") or p[1] != relid:
+                break
+            before, key_only, after = (None, False, p[2]) if p[0] == "I" else \
+                (p[3], p[2] == "K", p[4])
+            want.append(("c" if p[0] == "I" else "u", before, key_only, after, 17, "false",
+                         42, lsn, 999, 5 + len(want)))
+        assert changes == want and end == at + len(want)
+        runs += len(want) > 1
+    assert runs     # the slot's messages hold a run of more than one
+    # a message cut short in a run: parse_change's error (the task's DataException)
+    with pytest.raises(ValueError, match="truncated"):
+        change_run([msgs[0], (0, msgs[0][1][:9])], 0, struct.unpack_from("!I", msgs[0][1], 1)[0],
+                   UNCHANGED, 0, 0, 0, 0, [])
