@@ -104,25 +104,35 @@ cdef class LogSegmentState:
         """After an append: past twice KEPT_BATCHES kept, only the newest KEPT_BATCHES."""
         self.tail_trim_rows()
 
-    def tail_lookup(self, int64_t offset, int64_t start_position):
-        """(base offset, last offset, position, size) of the first batch kept
-        whose last offset is >= ``offset``, None when none is; NOT_IN_TAIL
-        when the tail cannot say: nothing kept, not up to the file's end, or
-        ``offset`` before its first batch or ``start_position`` after it."""
+    cdef const int64_t* tail_row(self, int64_t offset, int64_t start_position,
+                                 bint* known) noexcept:
+        # tail_lookup's search, in C: the row (base, last, position, size),
+        # NULL past the last batch kept; ``known`` false when the tail
+        # cannot say (tail_lookup's NOT_IN_TAIL)
         cdef Py_ssize_t lo = 0, hi = self.tail_count, mid
-        cdef int64_t* row
-        if (not hi or self._tail_end != self._size or offset < self.tail[BASE]
-                or start_position > self.tail[POSITION]):
-            return NOT_IN_TAIL
+        known[0] = (hi and self._tail_end == self._size and offset >= self.tail[BASE]
+                    and start_position <= self.tail[POSITION])
+        if not known[0]:
+            return NULL
         while lo < hi:                  # bisect_left on the last offsets
             mid = (lo + hi) // 2
             if self.tail[mid * ROW + LAST] < offset:
                 lo = mid + 1
             else:
                 hi = mid
-        if lo == self.tail_count:
+        return NULL if lo == self.tail_count else self.tail + lo * ROW
+
+    def tail_lookup(self, int64_t offset, int64_t start_position):
+        """(base offset, last offset, position, size) of the first batch kept
+        whose last offset is >= ``offset``, None when none is; NOT_IN_TAIL
+        when the tail cannot say: nothing kept, not up to the file's end, or
+        ``offset`` before its first batch or ``start_position`` after it."""
+        cdef bint known
+        cdef const int64_t* row = self.tail_row(offset, start_position, &known)
+        if not known:
+            return NOT_IN_TAIL
+        if row == NULL:
             return None
-        row = self.tail + lo * ROW
         return (row[BASE], row[LAST], row[POSITION], row[SIZE])
 
     @property

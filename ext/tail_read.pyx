@@ -34,8 +34,10 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int64_t
 from posix.unistd cimport pread
 
+from kafkalite._ext.log_state cimport LogSegmentState, PartitionLogState
 
-cdef object read_tail(object log, int64_t offset, int64_t high_watermark, int64_t max_bytes,
+
+cdef object read_tail(object log_obj, int64_t offset, int64_t high_watermark, int64_t max_bytes,
                       bint first, int64_t most, bint read_committed):
     """The records of ``log`` from ``offset`` (below ``high_watermark``,
     the leader state's), as bytes; None when the read is not the common
@@ -47,19 +49,23 @@ cdef object read_tail(object log, int64_t offset, int64_t high_watermark, int64_
     cdef int64_t size, position, batch_size, length, verified_end, trusted_from
     cdef int fd
     cdef Py_ssize_t n
-    if log._closed or log.remote is not None:
+    cdef bint known
+    cdef const int64_t* entry
+    cdef PartitionLogState log = <PartitionLogState?>log_obj
+    cdef LogSegmentState seg
+    if log._closed or log_obj.remote is not None:
         return None
     if log._log_end != high_watermark or log._high_watermark != high_watermark:
         return None
     segments = log._segments
     # not segments[-1]: the extensions are compiled with wraparound off,
     # where -1 reads before the list's first item
-    seg = segments[len(segments) - 1]
-    # translate_offset's search of the in-memory tail (log_state.pyx's C
-    # rows): False when the tail cannot say, None past its last batch
-    entry = seg.tail_lookup(offset, 0)
-    if entry is None or entry is False:
-        return None
+    seg = <LogSegmentState?>segments[len(segments) - 1]
+    # translate_offset's search of the in-memory tail, in C (log_state.pyx):
+    # the row (base offset, last offset, position, size)
+    entry = seg.tail_row(offset, 0, &known)
+    if entry == NULL:
+        return None             # the tail cannot say, or past its last batch
     if read_committed and len(seg.txn_index):
         return None         # aborted_from's search: the Python read's
     size = seg._size

@@ -33,6 +33,10 @@ cdef class LogSegmentState:
                           int64_t size) except -1
     cdef void tail_clear_rows(self) noexcept
     cdef void tail_trim_rows(self) noexcept
+    # tail_lookup's search in C: the row (base, last, position, size) or NULL;
+    # ``known`` false when the tail cannot say
+    cdef const int64_t* tail_row(self, int64_t offset, int64_t start_position,
+                                 bint* known) noexcept
 
 
 cdef class PartitionState:

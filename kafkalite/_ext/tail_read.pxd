@@ -4,5 +4,5 @@
 from libc.stdint cimport int64_t
 
 
-cdef object read_tail(object log, int64_t offset, int64_t high_watermark, int64_t max_bytes,
+cdef object read_tail(object log_obj, int64_t offset, int64_t high_watermark, int64_t max_bytes,
                       bint first, int64_t most, bint read_committed)
