@@ -297,6 +297,25 @@ cdef inline char* put_partition(char* at, int version, int64_t index, int64_t ba
     return at
 
 
+cdef inline char* put_answer_head(char* start, int correlation_id, bint flexible) noexcept:
+    # after the frame's size prefix: the response header (v1's tags when flexible)
+    cdef char* at = put_int(start + 4, correlation_id, 4)
+    if flexible:
+        at[0] = 0
+        at += 1
+    return at
+
+
+cdef inline char* put_answer_tail(char* start, char* at, bint flexible) noexcept:
+    # throttle_time_ms and the body's tags, then the size prefix at ``start``
+    at = put_int(at, 0, 4)
+    if flexible:
+        at[0] = 0
+        at += 1
+    put_int(start, (at - start) - 4, 4)
+    return at
+
+
 cdef char* write_one_answer(char* start, int version, int correlation_id, const char* name,
                             Py_ssize_t name_size, int64_t index, int64_t base_offset,
                             int64_t log_append_time, int64_t log_start_offset) noexcept:
@@ -304,10 +323,7 @@ cdef char* write_one_answer(char* start, int version, int correlation_id, const 
     ``start`` (room reserved: ONE_ANSWER_BYTES + name_size; version and
     name size checked by the caller); the end of what it wrote."""
     cdef bint flexible = version >= FIRST_FLEXIBLE
-    cdef char* at = put_int(start + 4, correlation_id, 4)
-    if flexible:
-        at[0] = 0                       # response header v1's tags
-        at += 1
+    cdef char* at = put_answer_head(start, correlation_id, flexible)
     at = put_length(at, 1, flexible, 4)
     at = put_length(at, name_size, flexible, 2)
     memcpy(at, name, name_size)
@@ -317,12 +333,7 @@ cdef char* write_one_answer(char* start, int version, int correlation_id, const 
     if flexible:
         at[0] = 0                       # the topic's tags
         at += 1
-    at = put_int(at, 0, 4)              # throttle_time_ms
-    if flexible:
-        at[0] = 0
-        at += 1
-    put_int(start, (at - start) - 4, 4)
-    return at
+    return put_answer_tail(start, at, flexible)
 
 
 @cython.boundscheck(False)
@@ -351,10 +362,7 @@ def write_produce_answer(int version, int correlation_id, list topics):
         size += 5 + name_size + 5 + 1 + PARTITION_BYTES * PyList_GET_SIZE(<list>topic[1])
     out = PyByteArray_FromStringAndSize(NULL, size)
     start = PyByteArray_AS_STRING(out)
-    at = put_int(start + 4, correlation_id, 4)
-    if flexible:
-        at[0] = 0                       # response header v1's tags
-        at += 1
+    at = put_answer_head(start, correlation_id, flexible)
     at = put_length(at, len(topics), flexible, 4)
     for topic in topics:
         name = PyUnicode_AsUTF8AndSize(topic[0], &name_size)
@@ -369,12 +377,8 @@ def write_produce_answer(int version, int correlation_id, list topics):
             at = put_partition(at, version, <int>part[0], <int64_t>part[1], <int64_t>part[2],
                                <int64_t>part[3])
         if flexible:
-            at[0] = 0
+            at[0] = 0                   # the topic's tags
             at += 1
-    at = put_int(at, 0, 4)                              # throttle_time_ms
-    if flexible:
-        at[0] = 0
-        at += 1
-    put_int(start, (at - start) - 4, 4)
+    at = put_answer_tail(start, at, flexible)
     del out[at - start:]
     return out
