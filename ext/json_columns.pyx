@@ -197,6 +197,43 @@ cdef inline bint _integer(const uint8_t* b, Py_ssize_t p, Py_ssize_t q, int64_t*
     return True
 
 
+cdef inline Py_ssize_t _key_end(const uint8_t* b, Py_ssize_t p, Py_ssize_t end) noexcept nogil:
+    """The closing quote of the key whose opening quote is at b[p], -1 when
+    b[p] is no quote, the key is unterminated or has an escape (declined)."""
+    if p >= end or b[p] != 34:
+        return -1
+    p += 1
+    while p < end and b[p] != 34 and b[p] != 92:
+        p += 1
+    return p if p < end and b[p] == 34 else -1
+
+
+cdef inline int _field_of(const uint8_t* key, Py_ssize_t size, const uint8_t** names,
+                          const Py_ssize_t* name_len, int count, int expect) noexcept nogil:
+    """The column of key ``key``, -1 for none: the one after the last key's
+    first (the writer's order), then any."""
+    cdef int j
+    if expect < count and name_len[expect] == size and memcmp(names[expect], key, size) == 0:
+        return expect
+    for j in range(count):
+        if name_len[j] == size and memcmp(names[j], key, size) == 0:
+            return j
+    return -1
+
+
+cdef inline bint _double(const uint8_t* b, Py_ssize_t p, Py_ssize_t q, double* out) noexcept nogil:
+    """The number b[p:q] as a double; False when too long or not finite."""
+    cdef char num[MAX_NUMBER + 1]
+    cdef Py_ssize_t j
+    if q - p > MAX_NUMBER:
+        return False
+    for j in range(q - p):
+        num[j] = <char>b[p + j]
+    num[q - p] = 0
+    out[0] = strtod(num, NULL)
+    return isfinite(out[0])
+
+
 cdef bint _record(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, Py_ssize_t i, int nf,
                   const uint8_t** names, const Py_ssize_t* name_len, const int* kinds,
                   int64_t** ints, double** doubles, uint8_t** bools, uint8_t** valid,
@@ -206,7 +243,6 @@ cdef bint _record(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, Py_ssize_t i, 
     cdef Py_ssize_t k0, k1, q
     cdef int f, expect = 0, j
     cdef bint integral
-    cdef char num[MAX_NUMBER + 1]
     cdef double d
     p = _ws(b, p, end)
     if p >= end or b[p] != 123:
@@ -216,24 +252,12 @@ cdef bint _record(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, Py_ssize_t i, 
         p += 1
     else:
         while True:
-            if p >= end or b[p] != 34:
-                return False
-            k0 = p + 1
-            k1 = k0
-            while k1 < end and b[k1] != 34 and b[k1] != 92:
-                k1 += 1
-            if k1 >= end or b[k1] != 34:
+            k1 = _key_end(b, p, end)
+            if k1 < 0:
                 return False            # unterminated, or a key with an escape
+            k0 = p + 1
             # the schema's order first (Kafka's JsonConverter writes it), then any
-            f = -1
-            if expect < nf and name_len[expect] == k1 - k0 and \
-                    memcmp(names[expect], b + k0, k1 - k0) == 0:
-                f = expect
-            else:
-                for j in range(nf):
-                    if name_len[j] == k1 - k0 and memcmp(names[j], b + k0, k1 - k0) == 0:
-                        f = j
-                        break
+            f = _field_of(b + k0, k1 - k0, names, name_len, nf, expect)
             if f < 0 or (seen >> f) & 1:
                 return False
             seen |= (<uint64_t>1) << f
@@ -271,13 +295,7 @@ cdef bint _record(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, Py_ssize_t i, 
                     if not integral or not _integer(b, p, q, &ints[f][i]):
                         return False
                 else:
-                    if q - p > MAX_NUMBER:
-                        return False
-                    for j in range(q - p):
-                        num[j] = <char>b[p + j]
-                    num[q - p] = 0
-                    d = strtod(num, NULL)
-                    if not isfinite(d) or (d == 0.0 and signbit(d)):
+                    if not _double(b, p, q, &d) or (d == 0.0 and signbit(d)):
                         return False
                     doubles[f][i] = d
                 p = q
@@ -418,7 +436,6 @@ cdef int _object(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, Py_ssize_t i,
     cdef Py_ssize_t k0, k1, q
     cdef int f, expect = 0, j
     cdef bint integral
-    cdef char num[MAX_NUMBER + 1]
     cdef double d
     cdef int64_t v
     for j in range(c.count):
@@ -430,23 +447,11 @@ cdef int _object(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, Py_ssize_t i,
     if p < end and b[p] == 125:
         return 1 if _ws(b, p + 1, end) == end else 0
     while True:
-        if p >= end or b[p] != 34:
+        k1 = _key_end(b, p, end)
+        if k1 < 0:
             return 0
         k0 = p + 1
-        k1 = k0
-        while k1 < end and b[k1] != 34 and b[k1] != 92:
-            k1 += 1
-        if k1 >= end or b[k1] != 34:
-            return 0
-        f = -1
-        if expect < c.count and c.name_len[expect] == k1 - k0 and \
-                memcmp(c.name[expect], b + k0, k1 - k0) == 0:
-            f = expect
-        else:
-            for j in range(c.count):
-                if c.name_len[j] == k1 - k0 and memcmp(c.name[j], b + k0, k1 - k0) == 0:
-                    f = j
-                    break
+        f = _field_of(b + k0, k1 - k0, c.name, c.name_len, c.count, expect)
         if f < 0:
             if c.count >= MAX_FIELDS:
                 return 0
@@ -497,13 +502,7 @@ cdef int _object(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, Py_ssize_t i,
                 if v > (<int64_t>1 << 53) or v < -(<int64_t>1 << 53):
                     c.seen[f] |= SEEN_BIG_INT
             else:
-                if q - p > MAX_NUMBER:
-                    return 0
-                for j in range(q - p):
-                    num[j] = <char>b[p + j]
-                num[q - p] = 0
-                d = strtod(num, NULL)
-                if not isfinite(d):
+                if not _double(b, p, q, &d):
                     return 0
                 c.doubles[f][i] = d
                 c.seen[f] |= SEEN_FLOAT
