@@ -431,9 +431,17 @@ def gaps_after(arrivals: list[float], kills: list[float], end: float) -> list[tu
             for kill, stop in zip(kills, stops)]
 
 
+# librdkafka's own 45 s session outlasts these restarts, so that case passes
+# on the code before the fix too (0.2 s gaps): a guard for the soak
+# (KAFKALITE_GROUP_SUPERVISOR_KILLS set), not a minute of every default run
+GROUP_SESSIONS = [pytest.param(10_000, id="session-10s")] + (
+    [pytest.param(None, id="session-45s")]
+    if os.environ.get("KAFKALITE_GROUP_SUPERVISOR_KILLS") else [])
+
+
 @pytest.mark.processes
 @pytest.mark.slow
-@pytest.mark.parametrize("session_timeout_ms", [10_000, None], ids=["session-10s", "session-45s"])
+@pytest.mark.parametrize("session_timeout_ms", GROUP_SESSIONS)
 def test_a_consumer_group_reads_on_through_repeated_slow_supervisor_restarts(
         tmp_path, monkeypatch, session_timeout_ms):
     """Issue 68 item 4: group members keep their membership through
