@@ -76,8 +76,6 @@ FUNCTION_EXCEPTIONS: dict[str, tuple[int, str]] = {
         304, "Connect's REST routes, nested in the app factory; not split yet"),
     "kafkalite/bench/runner.py::_produce": (
         144, "a benchmark producer's timed loop; not split yet"),
-    "kafkalite/server/metrics.py::NodeMetrics.collect": (
-        132, "one metric family after another for prometheus_client; not split yet"),
     "kafkalite/server/node/worker.py::Worker.__init__": (
         130, "a partition worker's state, set up in one place; not split yet"),
     "kafkalite/bench/runner.py::run_driver": (

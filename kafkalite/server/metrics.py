@@ -418,6 +418,27 @@ class NodeMetrics:
             return
         yield from self._request_families(view["requests"])
         yield from self._security_families(view["security"])
+        yield from self._topic_families(view["topics"])
+        yield from self._remote_families(view.get("remote", {}), view.get("copy_lag", {}))
+        yield from self._partition_families(view["partitions"])
+        purgatory = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize",
+                                      "Requests waiting in the workers' purgatories",
+                                      labels=["delayedOperation"])
+        for op, n in sorted(view["purgatory"].items()):
+            purgatory.add_metric([op], n)
+        yield purgatory
+        yield from self._fetch_session_families(view.get("fetch_sessions", {}))
+        yield from self._controller_families(view)
+        yield from self._broker_families(view["brokers"])
+        yield from self._group_families(view["groups"])
+        yield from self._quota_families(view.get("quota_throttles", {}),
+                                        view.get("quota_rates", {}))
+        yield from self._channel_families(view)
+
+    @staticmethod
+    def _topic_families(topics: dict):
+        """Kafka's per-topic BrokerTopicMetrics: bytes and records in, bytes out."""
+        from prometheus_client.core import CounterMetricFamily
         bytes_in = CounterMetricFamily("kafka_server_brokertopicmetrics_bytesin",
                                        "Bytes of record batches appended by producers "
                                        "(Kafka's BytesInPerSec)", labels=["topic"])
@@ -427,13 +448,16 @@ class NodeMetrics:
         bytes_out = CounterMetricFamily("kafka_server_brokertopicmetrics_bytesout",
                                         "Bytes of record batches sent to consumers "
                                         "(Kafka's BytesOutPerSec)", labels=["topic"])
-        for topic, (b_in, m_in, b_out) in sorted(view["topics"].items()):
+        for topic, (b_in, m_in, b_out) in sorted(topics.items()):
             bytes_in.add_metric([topic], b_in)
             messages_in.add_metric([topic], m_in)
             bytes_out.add_metric([topic], b_out)
         yield from (bytes_in, messages_in, bytes_out)
-        yield from self._remote_families(view.get("remote", {}), view.get("copy_lag", {}))
 
+    @staticmethod
+    def _partition_families(by_worker: dict):
+        """Each partition's log size and offsets, from the workers' figures."""
+        from prometheus_client.core import GaugeMetricFamily
         size = GaugeMetricFamily("kafka_log_log_size", "Bytes of a partition's log on disk "
                                  "(the leader's)", labels=["topic", "partition"])
         end = GaugeMetricFamily("kafka_log_log_logendoffset", "A partition's log end offset",
@@ -443,7 +467,7 @@ class NodeMetrics:
         hw = GaugeMetricFamily("kafka_cluster_partition_highwatermark",
                                "A partition's high watermark", labels=["topic", "partition"])
         merged = {}
-        for figures in view["partitions"].values():
+        for figures in by_worker.values():
             merged.update(figures)
         for (topic, index), (leo, high, nbytes, lso) in sorted(merged.items()):
             labels = [topic, str(index)]
@@ -453,14 +477,10 @@ class NodeMetrics:
             hw.add_metric(labels, high)
         yield from (size, end, start, hw)
 
-        purgatory = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize",
-                                      "Requests waiting in the workers' purgatories",
-                                      labels=["delayedOperation"])
-        for op, n in sorted(view["purgatory"].items()):
-            purgatory.add_metric([op], n)
-        yield purgatory
-        yield from self._fetch_session_families(view.get("fetch_sessions", {}))
-
+    @staticmethod
+    def _controller_families(view: dict):
+        """The controller's partition and topic counts."""
+        from prometheus_client.core import GaugeMetricFamily
         yield GaugeMetricFamily("kafka_server_replicamanager_underreplicatedpartitions",
                                 "Partitions with a live leader and fewer in-sync replicas "
                                 "than replicas", value=view["under_replicated"])
@@ -474,6 +494,10 @@ class NodeMetrics:
                                 "Partitions (internal ones included)",
                                 value=view["partition_count"])
 
+    @staticmethod
+    def _broker_families(brokers: dict):
+        """Each worker's replicas, leaders, liveness, restarts, CPU, memory and replica fetches."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
         partitions = GaugeMetricFamily("kafka_server_replicamanager_partitioncount",
                                        "Replicas a broker (worker) hosts", labels=["broker"])
         leaders = GaugeMetricFamily("kafka_server_replicamanager_leadercount",
@@ -492,7 +516,7 @@ class NodeMetrics:
                                       "since the process started, by the way they came: local "
                                       "(read from a same-host leader's segment file) or network",
                                       labels=["broker", "path"])
-        for index, b in sorted(view["brokers"].items()):
+        for index, b in sorted(brokers.items()):
             label = [str(index)]
             up.add_metric(label, 1 if b["up"] else 0)
             restarts.add_metric(label, b["restarts"])
@@ -505,19 +529,26 @@ class NodeMetrics:
                     fetched.add_metric([*label, path], n)
         yield from (partitions, leaders, up, restarts, cpu, rss, fetched)
 
+    @staticmethod
+    def _group_families(groups: list):
+        """Each group's committed offset and lag by partition."""
+        from prometheus_client.core import GaugeMetricFamily
         lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the group's "
                                 "committed offset", labels=["consumergroup", "topic", "partition"])
         committed = GaugeMetricFamily("kafka_consumergroup_current_offset",
                                       "A group's committed offset",
                                       labels=["consumergroup", "topic", "partition"])
-        for group, topic, index, offset, behind in view["groups"]:
+        for group, topic, index, offset, behind in groups:
             labels = [group, topic, str(index)]
             committed.add_metric(labels, offset)
             if behind is not None:
                 lag.add_metric(labels, behind)
         yield from (lag, committed)
-        yield from self._quota_families(view.get("quota_throttles", {}),
-                                        view.get("quota_rates", {}))
+
+    @staticmethod
+    def _channel_families(view: dict):
+        """Connections refused and malformed control or relay messages dropped."""
+        from prometheus_client.core import CounterMetricFamily
         rejected = CounterMetricFamily(
             "kafkalite_connections_rejected", "Connections a Kafka listener closed right after "
             "accepting them, by reason (ip_quota: over the client IP's connection_creation_rate; "
