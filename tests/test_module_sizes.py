@@ -80,8 +80,6 @@ FUNCTION_EXCEPTIONS: dict[str, tuple[int, str]] = {
         130, "a partition worker's state, set up in one place; not split yet"),
     "kafkalite/bench/runner.py::run_driver": (
         116, "a benchmark run from start to report; not split yet"),
-    "kafkalite/tools/gen_docs.py::configuration_md": (
-        115, "the configuration page, section by section; not split yet"),
     "kafkalite/connect/worker.py::WorkerSinkTask.execute": (
         111, "a sink task's poll-put-commit loop; not split yet"),
     "kafkalite/server/replica/fetch_handler.py::FetchHandler.read_partitions": (

@@ -79,8 +79,6 @@ def _cell(text: str) -> str:
 
 
 def configuration_md() -> str:
-    from kafkalite.server import config_registry as registry
-    from kafkalite.server import group_config
     from kafkalite.server.config import SETTINGS, ServerConfig
 
     fields = dataclasses.fields(ServerConfig)
@@ -88,6 +86,12 @@ def configuration_md() -> str:
     if missing:
         raise StaleDocsError(f"ServerConfig field(s) {', '.join(missing)} have no entry in "
                              f"kafkalite.server.config.SETTINGS (its description and Kafka name)")
+    return "".join(_server_settings_md(fields, SETTINGS) + _topic_configs_md()
+                   + _broker_configs_md() + _group_configs_md())
+
+
+def _server_settings_md(fields, settings: dict) -> list[str]:
+    """The page's head and the server settings' table (``ServerConfig``'s fields)."""
     out = [_HEADER, "# Configuration reference\n\n",
            "`kafkalite server --config FILE` reads a TOML file; every key is optional, and "
            "command-line flags (`kafkalite server --help`, [cli.md](cli.md)) override it. "
@@ -103,14 +107,21 @@ def configuration_md() -> str:
            "## Server settings\n\n",
            "| key | type | default | Kafka's name | description |\n|---|---|---|---|---|\n"]
     for f in fields:
-        s = SETTINGS[f.name]
+        s = settings[f.name]
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         kafka = ", ".join(f"`{k}`" for k in s.kafka)
         if s.kafka_note:
             kafka = f"{kafka} ({s.kafka_note})" if kafka else f"none; nearest: {s.kafka_note}"
         out.append(f"| `{f.name}` | {_SERVER_TYPES.get(f.type, f.type)} | `{_toml(default)}` "
                    f"| {_cell(kafka) or '—'} | {_cell(s.doc)} |\n")
-    out += ["\n## Topic configs\n\n",
+    return out
+
+
+def _topic_configs_md() -> list[str]:
+    """Topic configs, and the deprecated ones accepted for Kafka 3.x's clients."""
+    from kafkalite.server import config_registry as registry
+
+    out = ["\n## Topic configs\n\n",
             "A topic's configs are Kafka's, with Kafka's names and defaults: given at creation "
             "(`kafkalite topics create --config NAME=VALUE`, CreateTopics), changed with "
             "`kafkalite topics alter` or IncrementalAlterConfigs, and given to every new topic "
@@ -139,8 +150,15 @@ def configuration_md() -> str:
         if key.deprecated:
             out.append(f"| `{key.name}` | {_kafka_type(key)} | `{_default(key)}` "
                        f"| {_cell(key.effect)} |\n")
+    return out
+
+
+def _broker_configs_md() -> list[str]:
+    """Broker configs: the dynamic ones, then the read-only ones."""
+    from kafkalite.server import config_registry as registry
+
     dynamic = [k for k in registry.BROKER_CONFIGS.values() if k.dynamic]
-    out += ["\n## Broker configs\n\n",
+    out = ["\n## Broker configs\n\n",
             "What DescribeConfigs of a broker (`kafka-configs --describe --entity-type "
             "brokers --entity-name 0`) answers: every config below with its source "
             "(DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG: "
@@ -179,7 +197,14 @@ def configuration_md() -> str:
         if not key.dynamic:
             out.append(f"| `{key.name}` | {_kafka_type(key)} | `{_default(key)}` "
                        f"| {_cell(key.doc)} |\n")
-    out += ["\n## Group configs\n\n",
+    return out
+
+
+def _group_configs_md() -> list[str]:
+    """Group configs (KIP-848)."""
+    from kafkalite.server import group_config
+
+    out = ["\n## Group configs\n\n",
             "A group's own values (KIP-848; `kafka-configs --alter --entity-type groups "
             "--entity-name <group>`, resource type 32), Kafka 4.1's, kept with the cluster "
             "metadata whether or not the group exists. DescribeConfigs answers each with "
@@ -192,7 +217,7 @@ def configuration_md() -> str:
         effect = "acts on it" if not key.effect else "no effect: " + key.effect
         out.append(f"| `{key.name}` | {_kafka_type(key)} | `{_default(key)}` "
                    f"| {_cell(key.valid) or '—'} | {_cell(effect)} |\n")
-    return "".join(out)
+    return out
 
 
 # ---- cli.md -------------------------------------------------------------------------------
