@@ -89,8 +89,6 @@ FUNCTION_EXCEPTIONS: dict[str, tuple[int, str]] = {
              "loop; not split yet"),
     "kafkalite/server/config.py::ServerConfig.__post_init__": (
         103, "the settings' checks and derived values; not split yet"),
-    "kafkalite/cli/server.py::add_arguments": (
-        101, "one add_argument per `kafkalite server` flag"),
     "kafkalite/storage/loader.py::load": (
         98, "a log's recovery at open, step after step; not split yet"),
     "kafkalite/connect/worker.py::ExactlyOnceWorkerSourceTask.execute": (

@@ -23,6 +23,13 @@ DESCRIPTION = ("Run a kafkalite broker until SIGTERM or Ctrl-C. With no options:
 
 
 def add_arguments(server: argparse.ArgumentParser) -> None:
+    _add_process_arguments(server)
+    _add_cluster_arguments(server)
+    _add_security_arguments(server)
+
+
+def _add_process_arguments(server: argparse.ArgumentParser) -> None:
+    """Where the server keeps its data, what it binds and which services it runs."""
     server.add_argument("--config", metavar="FILE", action="append",
                         help="TOML config file (repeatable: a later file's settings override "
                              "an earlier one's)")
@@ -55,6 +62,10 @@ def add_arguments(server: argparse.ArgumentParser) -> None:
     server.add_argument("--log-level", metavar="LEVEL",
                         help="DEBUG, INFO (topic, config, group, worker and recovery events), "
                              "WARNING or ERROR (default: $KAFKALITE_LOG_LEVEL, else WARNING)")
+
+
+def _add_cluster_arguments(server: argparse.ArgumentParser) -> None:
+    """Topics' defaults, replication, leadership, groups and the cluster's metadata."""
     server.add_argument("--auto-create-topics", action=argparse.BooleanOptionalAction, default=None,
                         help="create unknown topics when a client asks for them (default: on)")
     server.add_argument("--default-partitions", type=int,
@@ -86,6 +97,10 @@ def add_arguments(server: argparse.ArgumentParser) -> None:
     server.add_argument("--controller-lease-ms", type=int,
                         help="with --cluster: the controller lease's length; a node that cannot "
                              "renew it for this long loses it (default 10000)")
+
+
+def _add_security_arguments(server: argparse.ArgumentParser) -> None:
+    """Listeners, TLS, SASL and CURVE."""
     server.add_argument("--kafka-security-protocol",
                         choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
                         help="security of the Kafka listener (supervisor and workers) when "
