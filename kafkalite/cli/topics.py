@@ -134,43 +134,11 @@ def run(args) -> int:
         elif args.action == "describe":
             _describe_topics(admin, args)
         elif args.action == "reassign":
-            from kafkalite.client import TopicPartition
-            tp = TopicPartition(args.topic, args.partition)
-            replicas = None
-            if not args.cancel:
-                try:
-                    replicas = [int(b) for b in args.replicas.split(",")]
-                except ValueError:
-                    raise ValueError(f"--replicas {args.replicas!r} is not a comma-separated "
-                                     f"list of broker ids") from None
-            err = admin.alter_partition_reassignments({tp: replicas}).result()[tp]
-            if err is not None:
-                raise err
-            print(f"{'Cancelled the reassignment of' if args.cancel else 'Reassigning'} "
-                  f"{args.topic}-{args.partition}"
-                  f"{'' if args.cancel else ' to ' + ','.join(map(str, replicas))}.")
+            _reassign(admin, args)
         elif args.action == "reassignments":
-            parts = topic_partitions(admin, args) if args.topic else None
-            ongoing = admin.list_partition_reassignments(parts).result()
-            for tp, r in sorted(ongoing.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
-                print(f"Topic: {tp.topic}\tPartition: {tp.partition}\t"
-                      f"Replicas: {','.join(map(str, r['replicas']))}\t"
-                      f"Adding: {','.join(map(str, r['adding_replicas']))}\t"
-                      f"Removing: {','.join(map(str, r['removing_replicas']))}")
+            _print_reassignments(admin, args)
         elif args.action == "elect-leaders":
-            parts = topic_partitions(admin, args, args.partition) if args.topic else None
-            if not args.topic and args.partition:
-                raise ValueError("--partition needs a topic")
-            results = admin.elect_leaders(0 if args.election_type == "preferred" else 1,
-                                          parts).result()
-            failed = 0
-            for tp, err in sorted(results.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
-                if err is None:
-                    print(f"Elected a leader for {tp.topic}-{tp.partition}.")
-                elif err.code != errors.ElectionNotNeededError.code or args.topic:
-                    print(f"{tp.topic}-{tp.partition}: {err}")
-                    failed += err.code != errors.ElectionNotNeededError.code
-            return 1 if failed else 0
+            return _elect_leaders(admin, args)
         elif args.action == "alter":
             if args.partitions is None and not args.config and not args.delete_config:
                 raise ValueError("topics alter needs --partitions, --config or --delete-config")
@@ -185,6 +153,53 @@ def run(args) -> int:
     finally:
         admin.close()
     return 0
+
+
+def _reassign(admin, args) -> None:
+    """kafka-reassign-partitions for one partition: start or cancel its reassignment."""
+    from kafkalite.client import TopicPartition
+    tp = TopicPartition(args.topic, args.partition)
+    replicas = None
+    if not args.cancel:
+        try:
+            replicas = [int(b) for b in args.replicas.split(",")]
+        except ValueError:
+            raise ValueError(f"--replicas {args.replicas!r} is not a comma-separated "
+                             f"list of broker ids") from None
+    err = admin.alter_partition_reassignments({tp: replicas}).result()[tp]
+    if err is not None:
+        raise err
+    print(f"{'Cancelled the reassignment of' if args.cancel else 'Reassigning'} "
+          f"{args.topic}-{args.partition}"
+          f"{'' if args.cancel else ' to ' + ','.join(map(str, replicas))}.")
+
+
+def _print_reassignments(admin, args) -> None:
+    """The reassignments in progress, one line a partition."""
+    parts = topic_partitions(admin, args) if args.topic else None
+    ongoing = admin.list_partition_reassignments(parts).result()
+    for tp, r in sorted(ongoing.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        print(f"Topic: {tp.topic}\tPartition: {tp.partition}\t"
+              f"Replicas: {','.join(map(str, r['replicas']))}\t"
+              f"Adding: {','.join(map(str, r['adding_replicas']))}\t"
+              f"Removing: {','.join(map(str, r['removing_replicas']))}")
+
+
+def _elect_leaders(admin, args) -> int:
+    """kafka-leader-election: 1 if an election failed (not needed is no failure)."""
+    parts = topic_partitions(admin, args, args.partition) if args.topic else None
+    if not args.topic and args.partition:
+        raise ValueError("--partition needs a topic")
+    results = admin.elect_leaders(0 if args.election_type == "preferred" else 1,
+                                  parts).result()
+    failed = 0
+    for tp, err in sorted(results.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        if err is None:
+            print(f"Elected a leader for {tp.topic}-{tp.partition}.")
+        elif err.code != errors.ElectionNotNeededError.code or args.topic:
+            print(f"{tp.topic}-{tp.partition}: {err}")
+            failed += err.code != errors.ElectionNotNeededError.code
+    return 1 if failed else 0
 
 
 def _describe_topics(admin, args) -> None:
