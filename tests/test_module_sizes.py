@@ -109,8 +109,6 @@ FUNCTION_EXCEPTIONS: dict[str, tuple[int, str]] = {
         85, "the producer's settings read in one place; not split yet"),
     "kafkalite/server/group/classic_group.py::ClassicGroupManager.join_group": (
         83, "Kafka's JoinGroup state machine in one handler; not split yet"),
-    "kafkalite/server/controller/topic_control.py::TopicControl.create_topics": (
-        81, "CreateTopics' per-topic checks and placement; not split yet"),
     "kafkalite/connect/protobuf_data.py::connect_schema_to_proto": (
         81, "one branch per Connect type, as Confluent's ProtobufData; not split yet"),
 }

@@ -115,47 +115,7 @@ class TopicControl:
                    "num_partitions": -1, "replication_factor": -1, "configs": []}
             results.append(out)
             try:
-                if named[name] > 1:
-                    # Kafka refuses every entry of a name given twice and
-                    # creates none of them (KafkaApis, "Duplicate topic")
-                    raise errors.InvalidRequestError(f"topic {name!r} is named more than once "
-                                                      f"in the request")
-                validate_topic_name(name)
-                if name in INTERNAL_TOPICS:
-                    # Kafka's answer for its own internal metadata topic
-                    raise errors.InvalidRequestError(
-                        f"creation of internal topic {name} is prohibited")
-                if name in self.metadata.topics or name in [n for n, *_ in to_create]:
-                    raise errors.TopicAlreadyExistsError(f"topic {name!r} already exists")
-                assignments = None
-                if t.get("assignments"):
-                    if t.get("num_partitions", -1) != -1 or t.get("replication_factor", -1) != -1:
-                        raise errors.InvalidRequestError(
-                            "with replica assignments, num_partitions and replication_factor "
-                            "must both be -1")
-                    assignments = self.placer.assignments(t["assignments"], 0)
-                    n, rf = len(assignments), len(assignments[0])
-                else:
-                    rf = self.placer.replication_factor(t.get("replication_factor", -1))
-                    n = t.get("num_partitions", -1)
-                    n = self.config.default_partitions if n == -1 else n
-                if not 1 <= n <= MAX_PARTITIONS_PER_TOPIC:
-                    raise errors.InvalidPartitionsError(
-                        f"number of partitions must be 1 to {MAX_PARTITIONS_PER_TOPIC}, not {n}")
-                configs = self.configs.validated_configs(
-                    {c["name"]: c["value"] for c in t.get("configs") or []}, name)
-                effective = registry.effective_log_config(self.config, layers, configs)
-                if effective.min_insync_replicas > rf:
-                    log.warning("topic %s: min.insync.replicas %d is more than its %d replicas; "
-                                "acks=all produces will be refused", name,
-                                effective.min_insync_replicas, rf)
-                out["num_partitions"], out["replication_factor"] = n, rf
-                # CreateTopics v5+: the new topic's configs, as DescribeConfigs has them
-                out["configs"] = [
-                    {k: e[k] for k in ("name", "value", "read_only", "config_source",
-                                       "is_sensitive")}
-                    for e in registry.describe_topic(configs, effective, layers)]
-                to_create.append((name, n, configs, out, rf, assignments))
+                to_create.append(self._new_topic(t, named, to_create, layers, out))
             except KafkaError as exc:
                 out["error_code"], out["error_message"] = exc.code, exc.message
         by_broker: dict = {}
@@ -186,6 +146,53 @@ class TopicControl:
 
         return self.replication.send(ctx, by_broker, respond,
                                      body.get("timeout_ms", DEFAULT_ADMIN_TIMEOUT_MS))
+
+    def _new_topic(self, t: dict, named: Counter, to_create: list, layers, out: dict) -> tuple:
+        """One CreateTopics entry checked (KafkaError if refused) and its answer
+        ``out`` filled: (name, partitions, configs, out, replication factor,
+        assignments or None) for ``to_create``."""
+        name = t["name"]
+        if named[name] > 1:
+            # Kafka refuses every entry of a name given twice and
+            # creates none of them (KafkaApis, "Duplicate topic")
+            raise errors.InvalidRequestError(f"topic {name!r} is named more than once "
+                                              f"in the request")
+        validate_topic_name(name)
+        if name in INTERNAL_TOPICS:
+            # Kafka's answer for its own internal metadata topic
+            raise errors.InvalidRequestError(
+                f"creation of internal topic {name} is prohibited")
+        if name in self.metadata.topics or name in [n for n, *_ in to_create]:
+            raise errors.TopicAlreadyExistsError(f"topic {name!r} already exists")
+        assignments = None
+        if t.get("assignments"):
+            if t.get("num_partitions", -1) != -1 or t.get("replication_factor", -1) != -1:
+                raise errors.InvalidRequestError(
+                    "with replica assignments, num_partitions and replication_factor "
+                    "must both be -1")
+            assignments = self.placer.assignments(t["assignments"], 0)
+            n, rf = len(assignments), len(assignments[0])
+        else:
+            rf = self.placer.replication_factor(t.get("replication_factor", -1))
+            n = t.get("num_partitions", -1)
+            n = self.config.default_partitions if n == -1 else n
+        if not 1 <= n <= MAX_PARTITIONS_PER_TOPIC:
+            raise errors.InvalidPartitionsError(
+                f"number of partitions must be 1 to {MAX_PARTITIONS_PER_TOPIC}, not {n}")
+        configs = self.configs.validated_configs(
+            {c["name"]: c["value"] for c in t.get("configs") or []}, name)
+        effective = registry.effective_log_config(self.config, layers, configs)
+        if effective.min_insync_replicas > rf:
+            log.warning("topic %s: min.insync.replicas %d is more than its %d replicas; "
+                        "acks=all produces will be refused", name,
+                        effective.min_insync_replicas, rf)
+        out["num_partitions"], out["replication_factor"] = n, rf
+        # CreateTopics v5+: the new topic's configs, as DescribeConfigs has them
+        out["configs"] = [
+            {k: e[k] for k in ("name", "value", "read_only", "config_source",
+                               "is_sensitive")}
+            for e in registry.describe_topic(configs, effective, layers)]
+        return name, n, configs, out, rf, assignments
 
     def delete_topics(self, ctx: RequestContext, body: dict):
         # v6 names a topic by name or by id (KIP-516), never both
