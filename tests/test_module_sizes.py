@@ -107,8 +107,6 @@ FUNCTION_EXCEPTIONS: dict[str, tuple[int, str]] = {
         86, "one branch per Avro type, as Kafka's AvroData; not split yet"),
     "kafkalite/client/producer/api.py::Producer.__init__": (
         85, "the producer's settings read in one place; not split yet"),
-    "kafkalite/server/group/classic_group.py::ClassicGroupManager.join_group": (
-        83, "Kafka's JoinGroup state machine in one handler; not split yet"),
     "kafkalite/connect/protobuf_data.py::connect_schema_to_proto": (
         81, "one branch per Connect type, as Confluent's ProtobufData; not split yet"),
 }

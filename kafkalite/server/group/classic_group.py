@@ -309,6 +309,12 @@ class ClassicGroupManager:
         if member_id in g.pending:
             del g.pending[member_id]
             return self._add_member(g, new_member(member_id), ctx, f"member {member_id} joined")
+        return self._rejoin(g, ctx, member_id, instance, protocols, session, rebalance)
+
+    def _rejoin(self, g: Group, ctx: RequestContext, member_id: str, instance, protocols: list,
+                session: int, rebalance: int):
+        """JoinGroup of a member the group knows (or claims to be one): its
+        answer now, or DEFERRED until the rebalance it joins completes."""
         m = g.members.get(member_id)
         if instance and g.static.get(instance) not in (None, member_id):
             return self._join_error(member_id, errors.FencedInstanceIdError.code)
