@@ -95,8 +95,6 @@ FUNCTION_EXCEPTIONS: dict[str, tuple[int, str]] = {
         99, "an exactly-once source task's transaction loop; not split yet"),
     "kafkalite/streams/runtime.py::KafkaStreams._run": (
         98, "a Streams thread's life, start to close; not split yet"),
-    "kafkalite/webconsole/api.py::read_records": (
-        93, "the console's bounded record read; not split yet"),
     "spark/kafkalite_spark/iceberg_topic.py::read_topic": (
         89, "a batch read over the Iceberg and the Kafka parts of a topic; not split yet"),
     "kafkalite/client/producer/api.py::Producer.produce_batch": (

@@ -192,38 +192,8 @@ def read_records(admin: AdminClient, bootstrap: str, topic: str, params: dict,
     (schemas.RecordDecoder): a key or value in Confluent's wire format
     gets ``key_schema`` / ``value_schema`` beside its bytes: the schema
     and the decoded JSON, or why it did not decode."""
-    parts = _topic_partitions(admin, topic)
-    partition = params.get("partition")
-    if partition not in (None, ""):
-        partition = _int(params, "partition", lo=0)
-        if partition not in parts:
-            raise NotFound(f"topic {topic!r} has no partition {partition}")
-        chosen = [partition]
-    else:
-        chosen = sorted(parts)
-    limit = _int(params, "limit", DEFAULT_RECORDS, 1, MAX_RECORDS)
-    if params.get("offset") not in (None, "") and params.get("timestamp") not in (None, ""):
-        raise BadRequest("give offset or timestamp, not both")
-    keys = [(topic, p) for p in chosen]
-    starts = admin.list_offsets({k: -2 for k in keys}, request_timeout=10)
-    ends = admin.list_offsets({k: -1 for k in keys}, request_timeout=10)
-    if params.get("offset") not in (None, ""):
-        offset = _int(params, "offset", lo=0)
-        begin = {k: min(max(offset, starts[k]), ends[k]) for k in keys}
-    elif params.get("timestamp") not in (None, ""):
-        ts = _int(params, "timestamp", lo=0)
-        found = admin.list_offsets({k: ts for k in keys}, request_timeout=10)
-        begin = {k: found[k] if found[k] >= 0 else ends[k] for k in keys}
-    else:
-        begin = dict(starts)
-    want_key = None
-    if params.get("key") not in (None, ""):
-        want_key = params["key"].encode()
-    elif params.get("key_hex") not in (None, ""):
-        try:
-            want_key = bytes.fromhex(params["key_hex"])
-        except ValueError:
-            raise BadRequest(f"key_hex {params['key_hex']!r} is not hex") from None
+    keys, limit, starts, ends, begin = _read_bounds(admin, topic, params)
+    want_key = _wanted_key(params)
     todo = {k: begin[k] for k in keys if begin[k] < ends[k]}
     records, returned_bytes, scanned = [], 0, 0
     next_offsets = dict(begin)
@@ -272,6 +242,50 @@ def read_records(admin: AdminClient, bootstrap: str, topic: str, params: dict,
             "next": {str(p): next_offsets[(t, p)] for t, p in keys},
             "start": {str(p): starts[(t, p)] for t, p in keys},
             "end": {str(p): ends[(t, p)] for t, p in keys}}
+
+
+def _read_bounds(admin: AdminClient, topic: str, params: dict) -> tuple:
+    """read_records' partitions, limit and offsets: (keys, limit, log starts,
+    ends, where each partition's read begins); BadRequest or NotFound for
+    bad parameters."""
+    parts = _topic_partitions(admin, topic)
+    partition = params.get("partition")
+    if partition not in (None, ""):
+        partition = _int(params, "partition", lo=0)
+        if partition not in parts:
+            raise NotFound(f"topic {topic!r} has no partition {partition}")
+        chosen = [partition]
+    else:
+        chosen = sorted(parts)
+    limit = _int(params, "limit", DEFAULT_RECORDS, 1, MAX_RECORDS)
+    if params.get("offset") not in (None, "") and params.get("timestamp") not in (None, ""):
+        raise BadRequest("give offset or timestamp, not both")
+    keys = [(topic, p) for p in chosen]
+    starts = admin.list_offsets({k: -2 for k in keys}, request_timeout=10)
+    ends = admin.list_offsets({k: -1 for k in keys}, request_timeout=10)
+    if params.get("offset") not in (None, ""):
+        offset = _int(params, "offset", lo=0)
+        begin = {k: min(max(offset, starts[k]), ends[k]) for k in keys}
+    elif params.get("timestamp") not in (None, ""):
+        ts = _int(params, "timestamp", lo=0)
+        found = admin.list_offsets({k: ts for k in keys}, request_timeout=10)
+        begin = {k: found[k] if found[k] >= 0 else ends[k] for k in keys}
+    else:
+        begin = dict(starts)
+    return keys, limit, starts, ends, begin
+
+
+def _wanted_key(params: dict) -> bytes | None:
+    """The key read_records filters on (``key`` as UTF-8 or ``key_hex``), or None."""
+    want_key = None
+    if params.get("key") not in (None, ""):
+        want_key = params["key"].encode()
+    elif params.get("key_hex") not in (None, ""):
+        try:
+            want_key = bytes.fromhex(params["key_hex"])
+        except ValueError:
+            raise BadRequest(f"key_hex {params['key_hex']!r} is not hex") from None
+    return want_key
 
 
 def _record(m) -> dict:
