@@ -138,6 +138,18 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
                     "connectors act as the worker's principal, not as their creators "
                     "(kafkalite.client.protocol=kafka makes them act as their creators)")
 
+    _login_hooks(app, login)
+    _error_handlers(app)
+    _admin_routes(app, herder)
+    _connector_routes(app, herder, acts_as_creator)
+    _task_routes(app, herder)
+    _plugin_routes(app, herder)
+    return app
+
+
+def _login_hooks(app: Flask, login) -> None:
+    """Each request's caller checked against the brokers (``login``; None: no
+    logins) and set for its handling."""
     @app.before_request
     def _login():
         if login is None:
@@ -163,25 +175,35 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
         if token is not None:
             CALLER.reset(token)
 
-    def _as_caller(config: dict) -> dict:
-        creds = request.environ.get("kafkalite.connect.caller")
-        if not acts_as_creator or creds is None:
-            return config
-        return as_creator(config, creds.user, creds.password)
 
-    def _as_caller_patch(patch: dict) -> dict:
-        # the caller's login replaces the owned override keys, as a PUT's would
-        creds = request.environ.get("kafkalite.connect.caller")
-        if not acts_as_creator or creds is None:
-            return patch
-        out = as_creator({k: v for k, v in patch.items() if v is not None}, creds.user,
-                         creds.password)
-        return {**{k: None for k, v in patch.items() if v is None and k not in out}, **out}
+def _shown(info: dict) -> dict:
+    """A connector's info with its credentials hidden."""
+    return {**info, "config": hide_credentials(info["config"])} if "config" in info \
+        else info
 
-    def _shown(info: dict) -> dict:
-        return {**info, "config": hide_credentials(info["config"])} if "config" in info \
-            else info
 
+def _as_caller(config: dict, acts_as_creator: bool) -> dict:
+    """``config`` with the REST caller's login as its clients' (with
+    ``acts_as_creator``), else as given."""
+    creds = request.environ.get("kafkalite.connect.caller")
+    if not acts_as_creator or creds is None:
+        return config
+    return as_creator(config, creds.user, creds.password)
+
+
+def _as_caller_patch(patch: dict, acts_as_creator: bool) -> dict:
+    """A config PATCH's: the caller's login replaces the owned override keys,
+    as a PUT's would."""
+    creds = request.environ.get("kafkalite.connect.caller")
+    if not acts_as_creator or creds is None:
+        return patch
+    out = as_creator({k: v for k, v in patch.items() if v is not None}, creds.user,
+                     creds.password)
+    return {**{k: None for k, v in patch.items() if v is None and k not in out}, **out}
+
+
+def _error_handlers(app: Flask) -> None:
+    """Each exception as Kafka Connect's REST API answers it."""
     @app.errorhandler(NotFoundException)
     def _nf(e):
         return _error(404, str(e))
@@ -219,6 +241,10 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
         log.exception("REST request failed")
         return _error(500, f"{type(e).__name__}: {e}")
 
+
+def _admin_routes(app: Flask, herder) -> None:
+    """The worker's own resources: version, health, loggers, the OpenAPI
+    document."""
     @app.get("/")
     def root():
         from kafkalite import __version__
@@ -260,6 +286,11 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
         from kafkalite.connect.openapi import SPEC
         return SPEC
 
+
+def _connector_routes(app: Flask, herder, acts_as_creator: bool) -> None:
+    """Connectors: list, create, describe, delete, and their configs. With
+    ``acts_as_creator`` a connector's clients log in as the REST caller who
+    wrote its config."""
     @app.get("/connectors")
     def list_connectors():
         names = herder.connectors()
@@ -287,8 +318,9 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
         if "name" in config and config["name"] != name:
             raise BadRequestException("Connector name configuration (" + str(config["name"]) +
                                       ") doesn't match connector name in the URL (" + name + ")")
-        _, info = herder.put_connector_config(name, _as_caller({**config, "name": name}), False,
-                                              body.get("initial_state"))
+        _, info = herder.put_connector_config(
+            name, _as_caller({**config, "name": name}, acts_as_creator), False,
+            body.get("initial_state"))
         return _shown(info), 201
 
     @app.get("/connectors/<name>")
@@ -309,7 +341,7 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
         body = _json_body()
         if not isinstance(body, dict):
             raise BadRequestException("the body is the connector's config object")
-        created, info = herder.put_connector_config(name, _as_caller(body), True)
+        created, info = herder.put_connector_config(name, _as_caller(body, acts_as_creator), True)
         return _shown(info), 201 if created else 200
 
     @app.patch("/connectors/<name>/config")
@@ -321,8 +353,13 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
         if body.get("name") is not None and body["name"] != name:
             raise BadRequestException("Connector name configuration (" + str(body["name"]) +
                                       ") doesn't match connector name in the URL (" + name + ")")
-        return _shown(herder.patch_connector_config(name, _as_caller_patch(body)))
+        return _shown(herder.patch_connector_config(name,
+                                                    _as_caller_patch(body, acts_as_creator)))
 
+
+def _task_routes(app: Flask, herder) -> None:
+    """A connector's status, topics and tasks, its restarts, pause, resume and
+    stop, and its offsets."""
     @app.get("/connectors/<name>/status")
     def status(name):
         return herder.status(name)
@@ -393,6 +430,9 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
     def reset_offsets(name):
         return {"message": herder.reset_offsets(name)}
 
+
+def _plugin_routes(app: Flask, herder) -> None:
+    """Installed plugins, their config definitions and config validation."""
     @app.get("/connector-plugins")
     def connector_plugins():
         out = [{"class": java, "type": cls.TYPE, "version": cls().version()}
@@ -423,9 +463,6 @@ def create_app(herder, login=_FROM_WORKER_CONFIG) -> Flask:
             raise BadRequestException("Included connector type " + cls +
                                       " does not match request type " + plugin)
         return herder.validate({**body, "connector.class": cls or plugin})
-
-    return app
-
 
 def _access_log() -> logging.Logger:
     """Where each request's line goes (Kafka Connect's request log): on
