@@ -87,8 +87,6 @@ FUNCTION_EXCEPTIONS: dict[str, tuple[int, str]] = {
              "loop; not split yet"),
     "kafkalite/server/config.py::ServerConfig.__post_init__": (
         103, "the settings' checks and derived values; not split yet"),
-    "kafkalite/storage/loader.py::load": (
-        98, "a log's recovery at open, step after step; not split yet"),
     "kafkalite/connect/worker.py::ExactlyOnceWorkerSourceTask.execute": (
         99, "an exactly-once source task's transaction loop; not split yet"),
     "kafkalite/streams/runtime.py::KafkaStreams._run": (

@@ -92,35 +92,14 @@ def _flush_scanned(directory: str, scanned: list, segments: list, start: int) ->
     return segments[-1].next_offset if segments else start
 
 
-def load(directory: str, config: LogConfig, checkpoints=None,
-         remote_span: tuple[int, int] | None = None,
-         flush_recovered: bool = True) -> LoadedLog:
-    """``checkpoints``: the owner's CheckpointFile, if it keeps the
-    partition's checkpoint (checkpoint.py). ``remote_span``: a tiered log's
-    first and last remote offsets; when they reach the first local segment,
-    the log start may lie below it (down to the remote start).
-    ``flush_recovered``: step 3 above."""
-    os.makedirs(directory, exist_ok=True)
-    marker = os.path.join(directory, CLEAN_SHUTDOWN_MARKER)
-    clean = os.path.exists(marker)
-    checkpoint = (PartitionCheckpoint.read(directory) if checkpoints is None
-                  else checkpoints.read(directory))
-    if clean and checkpoint is None:
-        clean = False  # the marker is only written after the checkpoint
-    if complete_interrupted_swaps(directory):
-        clean = False
-    _remove_leftovers(directory)
-
-    bases = sorted(parse_segment_file(n)[0] for n in os.listdir(directory)
-                   if (parse_segment_file(n) or (0, ""))[1] == LOG_SUFFIX)
-    segments = [LogSegment(directory, base, config) for base in bases]
-    start_from_checkpoint = checkpoint.log_start_offset if checkpoint else 0
-    epochs = LeaderEpochFileCache(directory)
-    recovered = truncated = 0
+def _recover_segments(segments: list, clean: bool, recovery_point, epochs) -> tuple:
+    """Step 3 above over ``segments`` in order, up to the flush: (kept
+    segments, scanned ones, bases of rescued ones, bytes truncated, the
+    first offset whose transaction index must be rebuilt or None, the
+    damage lines)."""
+    truncated = 0
     rebuild_txn_from = None
     damage: list[str] = []          # what recovery had to drop, one line each
-
-    recovery_point = (checkpoint.recovery_point if checkpoint else 0) if not clean else None
     kept, scanned, salvaged = [], [], set()
     queue = list(segments)
     while queue:
@@ -156,6 +135,36 @@ def load(directory: str, config: LogConfig, checkpoints=None,
                 what = f"{seg.path}: truncated {cut} bytes from offset {seg.next_offset} ({scan.error})"
             log.warning("%s", what)
             damage.append(what)
+    return kept, scanned, salvaged, truncated, rebuild_txn_from, damage
+
+
+def load(directory: str, config: LogConfig, checkpoints=None,
+         remote_span: tuple[int, int] | None = None,
+         flush_recovered: bool = True) -> LoadedLog:
+    """``checkpoints``: the owner's CheckpointFile, if it keeps the
+    partition's checkpoint (checkpoint.py). ``remote_span``: a tiered log's
+    first and last remote offsets; when they reach the first local segment,
+    the log start may lie below it (down to the remote start).
+    ``flush_recovered``: step 3 above."""
+    os.makedirs(directory, exist_ok=True)
+    marker = os.path.join(directory, CLEAN_SHUTDOWN_MARKER)
+    clean = os.path.exists(marker)
+    checkpoint = (PartitionCheckpoint.read(directory) if checkpoints is None
+                  else checkpoints.read(directory))
+    if clean and checkpoint is None:
+        clean = False  # the marker is only written after the checkpoint
+    if complete_interrupted_swaps(directory):
+        clean = False
+    _remove_leftovers(directory)
+
+    bases = sorted(parse_segment_file(n)[0] for n in os.listdir(directory)
+                   if (parse_segment_file(n) or (0, ""))[1] == LOG_SUFFIX)
+    segments = [LogSegment(directory, base, config) for base in bases]
+    start_from_checkpoint = checkpoint.log_start_offset if checkpoint else 0
+    epochs = LeaderEpochFileCache(directory)
+    recovery_point = (checkpoint.recovery_point if checkpoint else 0) if not clean else None
+    kept, scanned, salvaged, truncated, rebuild_txn_from, damage = _recover_segments(
+        segments, clean, recovery_point, epochs)
     segments = kept
     recovered = len(scanned)
     if clean or flush_recovered or truncated or salvaged:
