@@ -422,8 +422,8 @@ def _token_table_names(sql: str) -> list[str]:
     """The tables ``sql`` names, read from its tokens: the names after FROM,
     JOIN, INTO and UPDATE (and after a comma of a FROM list), not those
     followed by ``(`` (a table function), nor a common table expression's
-    (``name AS (``). A name too many is harmless (it is no topic, or a topic
-    the statement does not read), so this errs towards more."""
+    (``name AS (``). A name too many is no topic, or a topic registered
+    but not read; it is still checked by ``authorize`` (it fails closed)."""
     tokens = duckdb.tokenize(sql)
     texts = [sql[start:end].strip() for (start, _), end in
              zip(tokens, [t[0] for t in tokens[1:]] + [len(sql)])]
