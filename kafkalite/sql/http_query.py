@@ -4,7 +4,10 @@ Request: ``{"sql": "SELECT ...", "timeout_ms": 30000}`` as
 ``application/json`` (ksqlDB's ``application/vnd.ksql.v1+json`` too;
 ``ksql`` is taken for ``sql``); ``timeout_ms`` is optional (default
 DEFAULT_TIMEOUT_S, at most MAX_TIMEOUT_S) and does not apply to EMIT
-CHANGES, which runs until the client goes away. Answer, 200: a JSON array,
+CHANGES, which runs until the client goes away. ``sql`` may be a script,
+statements separated by ``;`` run in order in the request's one session
+(a table the first creates is there for the next); the answer is the
+last one's. Answer, 200: a JSON array,
 streamed as it is computed (chunked):
 
     [{"header": {"columns": ["key", "n"], "schema": "`key` BLOB, `n` BIGINT"}},

@@ -1,15 +1,19 @@
 """One user's SQL over the topics of one cluster: a DuckDB connection whose
 tables are the topics a query names.
 
-A query (``query``) is parsed by DuckDB first; each table it names
-(``duckdb.get_table_names``: common table expressions are not tables) is
-checked (``authorize``: the HTTP app's ACL check for the user) and, if it
-is a topic, registered as a RecordBatchReader over its history
+A query (``query``; a script of statements separated by ``;`` runs them
+in order, answering the last) is parsed by DuckDB first; each table a
+statement names (the cursor's ``get_table_names``, bound against the
+session's database: common table expressions are not tables, nor are the
+tables and views the session's statements made) is checked
+(``authorize``: the HTTP app's ACL check for the user) and, if it is a
+topic, registered as a RecordBatchReader over its history
 (topic_source.py, with the value's columns of values.py). A name that is
 no topic is left to DuckDB, whose catalog error becomes "unknown topic".
 Each query gets a fresh connection (a cursor of the session's one
 database, whose configuration is locked once made): a reader can be read
-once, and a topic's bound is the one at the query's start.
+once, and a topic's bound is the one at the query's start. The
+session's own tables live in that database, from one query to the next.
 
 The connection cannot reach files, the network or extensions
 (``enable_external_access`` off, the configuration locked), so a query
@@ -93,6 +97,20 @@ class Session:
                 pa.RecordBatch.from_pylist([], schema=answer.schema)])
         con = self._connect()
         self._value_columns = []
+        statements = _statements(con, sql)
+        for statement in statements[:-1]:       # a script: run for its effect, in order
+            self._statement(con, statement)
+        relation = self._statement(con, statements[-1])
+        if relation is None:        # a statement without rows (SET, CREATE TABLE ...)
+            return pa.RecordBatchReader.from_batches(pa.schema([]), [])
+        try:
+            return relation.to_arrow_reader(8192)
+        except duckdb.Error as exc:
+            raise self._error(exc, statements[-1]) from None
+
+    def _statement(self, con, sql: str):
+        """One statement of a query run on ``con`` with the topics it names
+        registered: its relation (a SELECT's is run when read), or None."""
         try:        # an interrupt lands in whichever DuckDB call runs (_run)
             tables = {topic: self._table(topic) for topic in self._topics_named(sql)}
             for topic, (_, schema) in tables.items():
@@ -102,13 +120,7 @@ class Session:
                 con.register(topic, self.history_reader(topic, columns, table))
         except duckdb.Error as exc:
             raise self._error(exc, sql) from None
-        relation = _relation(con, sql, self._error)
-        if relation is None:        # a statement without rows (SET, CREATE TABLE ...)
-            return pa.RecordBatchReader.from_batches(pa.schema([]), [])
-        try:
-            return relation.to_arrow_reader(8192)
-        except duckdb.Error as exc:
-            raise self._error(exc, sql) from None
+        return _relation(con, sql, self._error)
 
     def fetch(self, reader: pa.RecordBatchReader, sql: str = ""):
         """The batches of ``reader`` (query's answer), DuckDB's errors while
@@ -304,14 +316,22 @@ class Session:
             return self._con
 
     def _table_names(self, sql: str) -> list[str]:
+        """The tables ``sql`` names, bound against the session's database
+        (``duckdb.get_table_names`` binds against DuckDB's default
+        connection: an INSERT INTO a table of the session's was unknown
+        there), the session's own tables left out: they are not topics."""
+        con = self._con if self._con is not None else self._connect()
         try:
-            return sorted(duckdb.get_table_names(sql))
+            names = con.get_table_names(sql)
         except duckdb.BinderException:
             # get_table_names binds the query, and some queries bind only
-            # with their tables' columns (JOIN ... USING): the parser's tree then
-            return _parsed_table_names(sql)
+            # with their tables' columns (JOIN ... USING): the parser's tree
+            # then, which DuckDB gives of a SELECT only (an INSERT ... SELECT,
+            # an UPDATE: the tokens)
+            names = _parsed_table_names(sql) if _is_select(con, sql) else _token_table_names(sql)
         except duckdb.Error as exc:
             raise self._error(exc, sql) from None
+        return sorted(set(names) - _own_tables(con))
 
     def _topics_named(self, sql: str) -> list[str]:
         """The tables ``sql`` names that are topics, checked by ``authorize``."""
@@ -360,6 +380,84 @@ def _parsed_table_names(sql: str) -> list[str]:
     return sorted(tables - ctes)
 
 
+def _own_tables(con) -> set[str]:
+    """The tables and views the session's statements made (CREATE TABLE,
+    CREATE VIEW): DuckDB's, not topics. Not the topics registered on ``con``
+    (temporary views)."""
+    return {name for (name,) in con.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE NOT internal UNION "
+        "SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT temporary").fetchall()}
+
+
+def _statements(con, sql: str) -> list[str]:
+    """The statements of ``sql`` (a script: ``CREATE TABLE t ...; INSERT
+    INTO t ...; SELECT ... FROM t``), each with the text before it blanked
+    but its line breaks, so that DuckDB's positions are the whole script's.
+    ``sql`` as one statement when DuckDB does not parse it (its error is
+    the run's to report)."""
+    try:
+        texts = [s.query for s in con.extract_statements(sql)]
+    except duckdb.Error:
+        return [sql]
+    if len(texts) < 2:
+        return [sql]
+    statements, before = [], ""
+    for text in texts:
+        statements.append(re.sub(r"[^\n]", " ", before) + text)
+        before += text
+    return statements
+
+
+def _is_select(con, sql: str) -> bool:
+    try:
+        return [s.type for s in con.extract_statements(sql)] == [duckdb.StatementType.SELECT]
+    except duckdb.Error:
+        return False
+
+
+_TABLE_BEFORE = {"FROM", "JOIN", "INTO", "UPDATE"}
+
+
+def _token_table_names(sql: str) -> list[str]:
+    """The tables ``sql`` names, read from its tokens: the names after FROM,
+    JOIN, INTO and UPDATE (and after a comma of a FROM list), not those
+    followed by ``(`` (a table function), nor a common table expression's
+    (``name AS (``). A name too many is no topic, or a topic registered
+    but not read; it is still checked by ``authorize`` (it fails closed)."""
+    tokens = duckdb.tokenize(sql)
+    texts = [sql[start:end].strip() for (start, _), end in
+             zip(tokens, [t[0] for t in tokens[1:]] + [len(sql)])]
+    kinds = [kind for _, kind in tokens]
+    identifier = duckdb.token_type.identifier
+    names, ctes, i = set(), set(), 0
+    while i < len(texts):
+        if kinds[i] == identifier and [t.upper() for t in texts[i + 1:i + 3]] == ["AS", "("]:
+            ctes.add(_unquoted(texts[i]))
+        if texts[i].upper() not in _TABLE_BEFORE:
+            i += 1
+            continue
+        i += 1
+        while i < len(texts) and kinds[i] == identifier:
+            while i + 2 < len(texts) and texts[i + 1] == "." and kinds[i + 2] == identifier:
+                i += 2          # schema.table: the table
+            if texts[i + 1:i + 2] != ["("]:
+                names.add(_unquoted(texts[i]))
+            i += 1
+            if i < len(texts) and texts[i].upper() == "AS":
+                i += 1
+            if i < len(texts) and kinds[i] == identifier:
+                i += 1          # an alias
+            if i < len(texts) and texts[i] == ",":
+                i += 1
+                continue
+            break
+    return sorted(names - ctes)
+
+
+def _unquoted(name: str) -> str:
+    return name[1:-1].replace('""', '"') if name.startswith('"') else name
+
+
 def _relation(con, sql: str, error):
     """``con.sql(sql)``: the answer as a relation, read as Arrow without a
     copy (``execute`` makes one). Its errors name no position; ``execute``'s
@@ -381,6 +479,6 @@ def _with_values(batches, decoded, schema: pa.Schema, columns: set[str] | None =
     for batch in batches:
         if decoded is not None:
             batch = pa.RecordBatch.from_arrays(
-                [*batch.columns, *decoded.arrays(batch.column("value"), columns)],
+                [*batch.columns, *decoded.arrays(batch, columns)],
                 schema=schema)
         yield batch

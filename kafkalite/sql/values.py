@@ -1,9 +1,12 @@
-"""The value's columns: a topic's values decoded through the schema registry.
+"""The value's and the key's columns: a topic's values and keys decoded
+through the schema registry.
 
 A topic whose subject ``<topic>-value`` (Confluent's TopicNameStrategy)
-has an Avro or a JSON Schema gets one column per top-level field of that
-subject's latest schema, after the base columns (topic_source.py); a field
-named like a base column is ``value_<name>``. Each value in Confluent's
+has an Avro, a JSON Schema or a Protobuf schema (protobuf_columns.py) gets
+one column per top-level field of that subject's latest schema, after the
+base columns (topic_source.py); a field named like a base column is
+``value_<name>``. A subject ``<topic>-key`` gives the key's fields the same
+way, as ``key_<name>`` columns after the value's (TopicColumns). Each value in Confluent's
 wire format (magic byte 0, the 4-byte schema id, the encoded value) is read
 with its own writer's schema (by id, cached) resolved to the latest one
 (Avro's rules), so the records of older compatible versions fill the same
@@ -21,7 +24,6 @@ decimal128, time-millis time32[ms], time-micros time64[us]; other unions
 (and anything else unmapped) a string column of the value's text.
 JSON Schema -> Arrow: string string, integer int64, number float64,
 boolean bool; other types a string column of the JSON text.
-Protobuf subjects get no value columns yet (docs/sql.md).
 
 ``json_cell``: a cell of an answer as JSON's types, for POST /query, the
 CLI's JSON lines and a persistent query's output values.
@@ -206,45 +208,81 @@ def registry_client(url: str, user_info: str | None = None):
     return SchemaRegistryClient(conf)
 
 
-def for_topic(client, topic: str) -> ValueColumns | None:
-    """The value columns of ``topic``, or None (no registry, no subject, a
-    Protobuf subject, a schema with no top-level fields)."""
+class TopicColumns:
+    """A topic's decoded columns: its value's, then its key's
+    (``key_<field>``, from the subject ``<topic>-key``), each part a
+    ValueColumns over its binary column of a batch."""
+
+    def __init__(self, parts: list[tuple[str, ValueColumns]]):
+        self.parts = parts                  # (the batch's column: key or value, its columns)
+        self.fields = [f for _, part in parts for f in part.fields]
+
+    @property
+    def decoded(self) -> int:
+        return sum(part.decoded for _, part in self.parts)
+
+    def arrays(self, batch: pa.RecordBatch, columns=None) -> list[pa.Array]:
+        """The decoded columns of ``batch`` (BASE_SCHEMA), as ValueColumns.arrays."""
+        return [a for source, part in self.parts
+                for a in part.arrays(batch.column(source), columns)]
+
+
+def for_topic(client, topic: str) -> TopicColumns | None:
+    """The key's and the value's columns of ``topic``, or None (no registry,
+    no subject, a schema with no top-level fields)."""
     if client is None:
         return None
+    parts = [(source, part) for source, part in (
+        ("value", _for_subject(client, f"{topic}-value", _column_name)),
+        ("key", _for_subject(client, f"{topic}-key", _key_column_name))) if part is not None]
+    return TopicColumns(parts) if parts else None
+
+
+def _for_subject(client, subject: str, name_of) -> ValueColumns | None:
     # imported here: a query without a registry (the CLI's one query a process) skips it
     from confluent_kafka.schema_registry.error import SchemaRegistryError
     try:
-        latest = client.get_latest_version(f"{topic}-value")
+        latest = client.get_latest_version(subject)
     except SchemaRegistryError as exc:
         # no subject, or one the user may not read (the registry's SUBJECT
-        # ACLs): the raw value only, as the console shows it
+        # ACLs): the raw bytes only, as the console shows them
         if exc.http_status_code in (401, 403, 404):
             return None
         raise
     kind = (latest.schema.schema_type or "AVRO").upper()
     if kind == "AVRO":
-        return _avro(client, json.loads(latest.schema.schema_str), latest.schema_id)
+        return _avro(client, json.loads(latest.schema.schema_str), latest.schema_id, name_of)
     if kind == "JSON":
-        return _json_schema(json.loads(latest.schema.schema_str))
+        return _json_schema(json.loads(latest.schema.schema_str), name_of)
+    if kind == "PROTOBUF":
+        from kafkalite.sql.protobuf_columns import protobuf_columns
+        got = protobuf_columns(client, latest.schema_id, name_of)
+        return ValueColumns(*got) if got is not None else None
     return None
+
+
+def _key_column_name(name: str) -> str:
+    return f"key_{name}"
 
 
 def _column_name(name: str) -> str:
     return f"value_{name}" if name in BASE_COLUMNS else name
 
 
-def _avro(client, schema, schema_id: int | None = None) -> ValueColumns | None:
+def _avro(client, schema, schema_id: int | None = None,
+          name_of=None) -> ValueColumns | None:
     import fastavro
     if not isinstance(schema, dict) or schema.get("type") != "record":
         return None
+    name_of = name_of or _column_name
     named: dict = {}
-    fields = [pa.field(_column_name(f["name"]), *_avro_type(f["type"], named, None))
+    fields = [pa.field(name_of(f["name"]), *_avro_type(f["type"], named, None))
               for f in schema["fields"]]
     reader = fastavro.parse_schema(schema)
     writers: dict[int, object] = {}
     texts = [f.name for f, src in zip(fields, schema["fields"]) if f.type == pa.string()
              and not _is_textual(src["type"])]
-    renamed = {f["name"]: _column_name(f["name"]) for f in schema["fields"]}
+    renamed = {f["name"]: name_of(f["name"]) for f in schema["fields"]}
 
     def decode(v: bytes) -> dict:
         sid = int.from_bytes(v[1:5], "big")
@@ -323,7 +361,7 @@ _JSON_TYPES = {"string": pa.string(), "integer": pa.int64(), "number": pa.float6
                "boolean": pa.bool_()}
 
 
-def _json_schema(schema) -> ValueColumns | None:
+def _json_schema(schema, name_of=None) -> ValueColumns | None:
     props = schema.get("properties") if isinstance(schema, dict) else None
     if not props:
         return None
@@ -333,7 +371,7 @@ def _json_schema(schema) -> ValueColumns | None:
         if isinstance(kind, list):
             rest = [k for k in kind if k != "null"]
             kind = rest[0] if len(rest) == 1 else None
-        renamed[name] = _column_name(name)
+        renamed[name] = (name_of or _column_name)(name)
         fields.append(pa.field(renamed[name], _JSON_TYPES.get(kind, pa.string())))
         if kind not in _JSON_TYPES:
             texts.append(name)

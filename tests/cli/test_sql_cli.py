@@ -60,6 +60,18 @@ def test_the_prompt_reads_statements_from_stdin(server, orders):
     assert r.returncode == 1
 
 
+def test_the_prompt_inserts_into_a_table_an_earlier_statement_created(server, orders):
+    # the session's own tables are DuckDB's, not topics: an INSERT INTO one
+    # was "unknown topic" when names were resolved against DuckDB's default
+    # connection rather than the session's database
+    script = (f"CREATE TABLE per_customer (customer VARCHAR, n BIGINT);\n"
+              f'INSERT INTO per_customer SELECT decode(key), count(*) FROM "{orders}" GROUP BY 1;\n'
+              f"SELECT customer, n FROM per_customer ORDER BY customer;\n")
+    r = sql(server, "--format", "csv", stdin=script.encode())
+    assert (r.returncode, r.stderr.decode()) == (0, "")
+    assert r.stdout.decode() == "Count\n2\ncustomer,n\nalice,2\nbob,1\n"
+
+
 @pytest.mark.parametrize("query, line", [
     ("SELECT * FORM t", 'kafkalite sql: syntax error at or near "t" at line 1, column 15\n'),
     ('SELECT * FROM "no-such-topic-sql"', "kafkalite sql: unknown topic no-such-topic-sql at line "

@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 
 import pytest
 
@@ -73,6 +74,23 @@ def test_an_answer_is_a_header_then_rows(server, orders):
     status, answer = post(query_url(server), {
         "ksql": f"SELECT \"offset\" FROM \"{topic}\" WHERE key = 'k3'::BLOB"})
     assert status == 200 and len(answer) == 1 + sum(1 for k, _ in model if k == "k3")
+
+
+def test_statements_of_one_body_run_in_order_over_their_own_tables(server, orders):
+    # the answer is the last statement's; the tables the first ones create
+    # are the session's, not topics (an INSERT INTO one was "unknown topic")
+    topic, model = orders
+    status, answer = post(query_url(server), {"sql": (
+        f"CREATE TABLE per_key (k VARCHAR, n BIGINT);\n"
+        f'INSERT INTO per_key SELECT decode(key), count(*) FROM "{topic}" GROUP BY 1;\n'
+        f"SELECT k, n FROM per_key ORDER BY k")})
+    assert status == 200, answer
+    assert [r["row"]["columns"] for r in answer[1:]] == \
+        [[k, n] for k, n in sorted(Counter(k for k, _ in model).items())]
+    # an error in a later statement names its line in the whole body
+    status, answer = post(query_url(server), {"sql": "CREATE TABLE x (n INT);\nSELECT nope FROM x"})
+    assert (status, answer["kind"]) == (400, "unknown_column"), answer
+    assert answer["error"].endswith("at line 2, column 8"), answer
 
 
 @pytest.mark.parametrize("body, status, kind, text", [

@@ -202,6 +202,27 @@ def test_values_of_every_schema_version_read_as_the_model(session, server, topic
     assert got == model
 
 
+def test_a_session_fills_its_own_tables_from_a_topic(session, orders):
+    # the session's tables are not topics: a query naming one and a topic
+    # registers the topic alone, and an INSERT INTO one is no "unknown topic"
+    topic, model = orders
+    session.query("CREATE TABLE wanted (item VARCHAR)")
+    session.query("INSERT INTO wanted VALUES ('pizza'), ('ramen')")
+    session.query("CREATE TABLE totals (item VARCHAR, total DOUBLE)")
+    session.query(f'INSERT INTO totals SELECT o.item, sum(o.amount) FROM "{topic}" o '
+                  f"JOIN wanted USING (item) GROUP BY o.item")
+    totals = defaultdict(float)
+    for r in model:
+        if r["item"] in ("pizza", "ramen"):
+            totals[r["item"]] += r["amount"]
+    assert rows(session, "SELECT item, total FROM totals ORDER BY item") == sorted(totals.items())
+    # an UPDATE's names: DuckDB binds them from neither the catalog nor a parse tree
+    session.query(f'UPDATE totals SET total = (SELECT count(*) FROM "{topic}" o '
+                  f"WHERE o.item = totals.item)")
+    assert rows(session, "SELECT item, total FROM totals ORDER BY item") == sorted(
+        Counter(r["item"] for r in model if r["item"] in totals).items())
+
+
 def test_every_query_of_a_session_finds_the_configuration_locked(session, orders):
     # the lock is set once, on the session's one database, not by each
     # query on a database of its own: the second query and later too

@@ -673,6 +673,24 @@ def test_sql_page_follows_emit_changes_until_cancel(server, browser, console, ad
     wait_until(lambda: queries_running(server) == 0, 60, "the query ended on the server")
 
 
+def test_sql_page_keeps_the_last_rows_of_a_long_answer(browser, console):
+    # an EMIT CHANGES query left open must not grow the page without bound:
+    # past SQL_ROWS_KEPT (console.js) the oldest rows go, and a notice says so
+    kept, total = 10000, 10050
+    open_sql(browser, console)
+    run_sql(browser, f"SELECT range AS n FROM range({total})")
+    WebDriverWait(browser, 3 * WAIT_S).until(lambda d: sql_status(d) == f"{total} row(s)")
+    first, last, count = browser.execute_script(
+        "const rows = document.querySelectorAll('#sql-rows tbody tr');"
+        "return [rows[0].innerText, rows[rows.length - 1].innerText, rows.length]")
+    assert (first, last, count) == (str(total - kept), str(total - 1), kept)
+    assert browser.find_element(By.ID, "sql-notice").text == f"showing the last {kept} rows"
+    # a short answer after it: all its rows, and no notice
+    run_sql(browser, "SELECT 1 AS n")
+    WebDriverWait(browser, WAIT_S).until(lambda d: sql_status(d) == "1 row(s)")
+    assert not browser.find_element(By.ID, "sql-notice").is_displayed()
+
+
 SQL_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 
 

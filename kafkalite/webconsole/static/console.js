@@ -517,6 +517,9 @@ views.metrics = async function (main, _, q) {
 // ---- SQL: POST /query on the same port (kafkalite/sql/http_query.py), streamed ------------------
 
 let sqlQuery = null;       // the running query's AbortController: Cancel, or leaving the page
+// The rows a query's table keeps, the last ones: an EMIT CHANGES query left
+// open (or a large answer) would otherwise grow the page until the tab dies.
+const SQL_ROWS_KEPT = 10000;
 
 // The answer is a JSON array written one element a line as it is computed
 // ("[" or "," before an element, "]" at the end, a bare newline while an
@@ -562,6 +565,7 @@ views.sql = async function (main) {
           "Cancel")));
   const status = el("p", {class: "muted", id: "sql-status"});
   const error = el("p", {class: "sql-error", id: "sql-error", hidden: true});
+  const notice = el("p", {class: "muted", id: "sql-notice", hidden: true});
   const results = el("div", {id: "sql-results"});
   const cancel = form.querySelector("#sql-cancel");
   cancel.addEventListener("click", () => { if (sqlQuery) sqlQuery.abort(); });
@@ -570,6 +574,7 @@ views.sql = async function (main) {
     if (sqlQuery) sqlQuery.abort();
     const mine = sqlQuery = new AbortController();
     error.hidden = true;
+    notice.hidden = true;
     results.replaceChildren();
     status.textContent = "running";
     cancel.disabled = false;
@@ -593,7 +598,12 @@ views.sql = async function (main) {
           results.replaceChildren(t);
         } else if (e.row && body) {
           body.append(el("tr", {}, e.row.columns.map(v => el("td", {}, sqlCell(v)))));
-          status.textContent = `running: ${++count} row(s)`;
+          if (++count > SQL_ROWS_KEPT) {
+            body.firstElementChild.remove();
+            notice.textContent = `showing the last ${SQL_ROWS_KEPT} rows`;
+            notice.hidden = false;
+          }
+          status.textContent = `running: ${count} row(s)`;
         } else if (e.error) {
           say(e.error.message);
         }
@@ -606,7 +616,7 @@ views.sql = async function (main) {
       if (sqlQuery === mine) { sqlQuery = null; cancel.disabled = true; }
     }
   });
-  main.append(el("h1", {}, "SQL"), form, status, error, results);
+  main.append(el("h1", {}, "SQL"), form, status, error, notice, results);
 };
 
 // ---- routing ---------------------------------------------------------------------------------
