@@ -1209,9 +1209,13 @@ cdef class WorkerCore(_RingCore):
         self._topic_str = text
         return text
 
-    def ack(self, uint64_t seq, int error_code, int64_t base_offset):
+    def ack(self, uint64_t seq, int error_code, int64_t base_offset, bint wake=True):
         """Acknowledge the oldest polled, unacked entry, which must be ``seq``
-        (acks follow sequence order); rings the producer if it sleeps."""
+        (acks follow sequence order); rings the producer if it sleeps, unless
+        ``wake`` is False: a caller acknowledging many entries in a row then
+        calls wake_peer() once after the last (a producer woken by the first
+        ack re-arms and sleeps again while the rest are written: a doorbell
+        write and a wake-up per entry, not per drain)."""
         cdef uint64_t a, ack_head
         cdef unsigned char *rec
         self._check_epoch()
@@ -1239,13 +1243,14 @@ cdef class WorkerCore(_RingCore):
         self._unacked.popleft()
         self._ack_head = ack_head + KLR_ACK_SIZE
         klr_store_release(self._hdr + KLR_OFF_ACK_HEAD, self._ack_head)
-        self._wake_peer()
+        if wake:
+            self._wake_peer()
         self._check_fault()
 
-    def release_through(self, uint64_t seq):
+    def release_through(self, uint64_t seq, bint wake=True):
         """Give back the space of every polled entry up to and including
         ``seq``. The producer reuses the space once the entries are also
-        acked."""
+        acked. ``wake``: as ack's."""
         cdef uint64_t rel
         self._check_epoch()
         if seq >= self._next_seq:
@@ -1258,8 +1263,16 @@ cdef class WorkerCore(_RingCore):
         if rel != self._released:
             self._released = rel
             klr_store_release(self._hdr + KLR_OFF_DATA_RELEASED, rel)
-            self._wake_peer()
+            if wake:
+                self._wake_peer()
         self._check_fault()
+
+    def wake_peer(self):
+        """Ring the producer's doorbell if it sleeps: after acks and
+        releases made with ``wake=False``. A no-op (no system call) while it
+        is awake."""
+        self._check_epoch()
+        self._wake_peer()
 
     @property
     def next_sequence(self):

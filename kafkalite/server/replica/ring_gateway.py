@@ -79,6 +79,7 @@ import time
 import zmq
 
 from kafkalite import errors
+from kafkalite._ext.leader_append import append_once
 from kafkalite.errors import KafkaError
 from kafkalite.protocol.enums import AclOperation, ResourceType
 from kafkalite.ratelimit import RateLimitedLog
@@ -228,6 +229,9 @@ class RingGateway:
             # appends in one answer
             with self.replica_manager.gathered_wakeups():
                 self._drain(ring, everything)
+            # the drain's acks and releases were written without a wake: the
+            # producer is rung once for all of them, if it sleeps
+            ring.wake_peer()
         except Exception as exc:
             self._close_with_error(ring, exc)
 
@@ -272,8 +276,18 @@ class RingGateway:
                     f"{topic}-{partition} is not in the producer's open transaction"
                     if refused == errors.InvalidTxnStateError.code else
                     f"the transaction coordinator could not verify {topic}-{partition}")
-            part = self.replica_manager.partition(topic, partition)
             all_acks = self.acks.get(ring.fileno(), 1) == -1
+            if not all_acks:
+                # the common kind in one C call (leader_append.pyx), as a
+                # Produce request's: None when it is not, nothing appended
+                part = self.replica_manager.partitions.get((topic, partition))
+                done = append_once(self.replica_manager, part, batch, seq) \
+                    if part is not None else None
+                if done is not None:
+                    self._ack(ring, seq, 0, done[1])
+                    ring.release_through(seq, False)
+                    return
+            part = self.replica_manager.partition(topic, partition)
             if all_acks and part.under_min_isr:
                 raise errors.NotEnoughReplicasError(
                     f"{part.name} has {len(part.isr)} in-sync replica(s); min.insync.replicas "
@@ -288,7 +302,7 @@ class RingGateway:
         except Exception:
             self._bad_ring.exception("broker %d: ring append failed", self.broker_id)
             self._ack(ring, seq, errors.UnknownServerError.code, -1)
-        ring.release_through(seq)
+        ring.release_through(seq, False)
 
     def _ack(self, ring, seq: int, error_code: int, base_offset: int) -> None:
         """Acknowledge entry ``seq`` now, or behind the earlier ones that
@@ -297,7 +311,7 @@ class RingGateway:
         if unacked:
             unacked.append([seq, error_code, base_offset])
         else:
-            ring.ack(seq, error_code, base_offset)
+            ring.ack(seq, error_code, base_offset, False)    # drain() wakes the producer once
 
     def _ack_when_committed(self, ring, seq: int, part, info) -> None:
         fd = ring.fileno()
