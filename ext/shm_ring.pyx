@@ -1010,6 +1010,33 @@ cdef uint64_t _check_capacity(object capacity) except 0:
 
 # ---- worker --------------------------------------------------------------------------
 
+# An entry's header as WorkerCore._entry_at read it (once) and checked it.
+cdef struct _Entry:
+    const unsigned char *e
+    uint64_t size
+    unsigned int kind
+    unsigned int tlen
+    uint64_t blen
+    uint64_t seq
+    int32_t partition
+
+
+cdef class EntrySink:
+    """Where WorkerCore.append_entries hands a ring's entries, one by one,
+    in C: ``take`` appends the batch (``size`` bytes at ``data``, the
+    private copy ``batch`` holds, which it may patch in place) and returns
+    1 with its base offset, or 0 when it leaves the entry to poll()'s
+    caller (nothing appended). It must not raise for an entry it declines:
+    an exception is the ring's fault and closes it. Declared in
+    kafkalite/_ext/shm_ring.pxd, so that the replica layer implements it
+    (ext/ring_append.pyx) without the ring knowing the log; this base
+    declines every entry."""
+
+    cdef int take(self, str topic, int32_t partition, object batch, unsigned char *data,
+                  Py_ssize_t size, int64_t *base_offset) except -1:
+        return 0
+
+
 cdef class WorkerCore(_RingCore):
     """Worker side: attaches, polls entries as private copies, acks them in
     sequence order and releases their space.
@@ -1029,6 +1056,7 @@ cdef class WorkerCore(_RingCore):
     cdef readonly uint64_t epoch
     cdef bytes _topic_raw             # last topic seen, to reuse its str
     cdef str _topic_str
+    cdef bytearray _scratch           # append_entries' private copy of an entry's batch
 
     @classmethod
     def attach(cls, name, secret, owner=None):
@@ -1194,6 +1222,99 @@ cdef class WorkerCore(_RingCore):
         self._unacked.extend(ends)
         self._unreleased.extend(ends)
         return out
+
+    def append_entries(self, EntrySink sink, Py_ssize_t max_entries):
+        """Poll, append and acknowledge up to ``max_entries`` entries in C,
+        with no Python object per entry: each is copied into private
+        memory (one buffer, reused), handed to ``sink.take`` and, once it
+        took it, acknowledged with its base offset and released, without a
+        doorbell (wake_peer() rings it once after a drain). Stops before the
+        first entry the sink declines, which the next poll() returns, so
+        the order holds. Does nothing (0) while an entry poll() returned is
+        not acknowledged and released yet: acks follow the sequence. The
+        number of entries taken. Disarms the doorbell; RingCorrupted as
+        poll() for what the protocol never writes."""
+        cdef uint64_t head, r, ack_head
+        cdef _Entry ent
+        cdef unsigned char *data
+        cdef unsigned char *rec
+        cdef int64_t base = 0
+        cdef Py_ssize_t n = 0
+        self._check_epoch()
+        self.disarm()
+        if self._unacked or self._unreleased:
+            return 0
+        head = klr_load_acquire(self._hdr + KLR_OFF_DATA_HEAD)
+        r = self._read
+        if head < r or head - r > self._cap:
+            self._check_fault()
+            raise RingCorrupted(f"ring {self.name}: data head {head} is impossible "
+                                f"(read position {r}, capacity {self._cap})")
+        while r != head and n < max_entries:
+            self._entry_at(r, head, &ent)       # each field read once, then checked
+            if ent.kind == KLR_KIND_PAD:
+                r += ent.size
+                continue
+            if ent.seq != self._next_seq:
+                self._check_fault()
+                raise RingCorrupted(f"ring {self.name}: entry at {r} has sequence {ent.seq}, "
+                                    f"expected {self._next_seq}")
+            ack_head = self._ack_head
+            if ack_head - klr_load_acquire(self._hdr + KLR_OFF_ACK_TAIL) >= self._ack_cap:
+                self._check_fault()
+                raise RingCorrupted(f"ring {self.name}: ack region full; the producer has more "
+                                    f"entries in flight than ack slots")
+            if self._scratch is None or len(self._scratch) < <Py_ssize_t>ent.blen:
+                self._scratch = PyByteArray_FromStringAndSize(
+                    NULL, <Py_ssize_t>max(ent.blen, 4096))
+            data = <unsigned char *>PyByteArray_AS_STRING(self._scratch)
+            memcpy(data, ent.e + KLR_ENT_HEADER_SIZE + klr_align8(ent.tlen), ent.blen)
+            # a truncation during the copy left zeros in it: not handed on
+            self._check_fault()
+            if not sink.take(self._topic(ent.e + KLR_ENT_TOPIC, ent.tlen), ent.partition,
+                             self._scratch, data, <Py_ssize_t>ent.blen, &base):
+                break
+            r += ent.size
+            rec = self._acks + (ack_head & self._ack_mask)
+            (<uint64_t *>(rec + KLR_ACK_SEQUENCE))[0] = ent.seq
+            (<int64_t *>(rec + KLR_ACK_BASE_OFFSET))[0] = base
+            (<uint64_t *>(rec + KLR_ACK_DATA_END))[0] = r
+            (<uint64_t *>(rec + KLR_ACK_ERROR_CODE))[0] = 0     # no error, and the zero pad
+            self._ack_head = ack_head + KLR_ACK_SIZE
+            klr_store_release(self._hdr + KLR_OFF_ACK_HEAD, self._ack_head)
+            self._read = r
+            self._next_seq = ent.seq + 1
+            n += 1
+        if n:
+            self._released = self._read
+            klr_store_release(self._hdr + KLR_OFF_DATA_RELEASED, self._released)
+        self._check_fault()
+        return n
+
+    cdef int _entry_at(self, uint64_t r, uint64_t head, _Entry *out) except -1:
+        # The entry (or padding marker) at cursor ``r``: each field read
+        # once from the shared memory and checked as poll() checks it.
+        cdef uint64_t pos = r & self._mask
+        cdef const unsigned char *e = self._data + pos
+        out.e = e
+        out.size = _u32(e + KLR_ENT_SIZE)
+        out.kind = e[KLR_ENT_KIND]
+        if out.size < KLR_PAD_HEADER_SIZE or out.size & 7 or pos + out.size > self._cap \
+                or out.size > head - r:
+            self._check_fault()
+            raise RingCorrupted(f"ring {self.name}: entry at {r} has impossible size {out.size}")
+        if out.kind == KLR_KIND_PAD:
+            return 0
+        out.tlen = e[KLR_ENT_TOPIC_LEN]
+        out.blen = _u32(e + KLR_ENT_BATCH_LEN)
+        out.seq = _u64(e + KLR_ENT_SEQUENCE)
+        out.partition = (<const int32_t *>(e + KLR_ENT_PARTITION))[0]
+        if out.kind != KLR_KIND_ENTRY or out.tlen == 0 or out.tlen > KLR_MAX_TOPIC_LEN \
+                or out.size < KLR_ENT_HEADER_SIZE \
+                or KLR_ENT_HEADER_SIZE + klr_align8(out.tlen) + out.blen > out.size:
+            self._check_fault()
+            raise RingCorrupted(f"ring {self.name}: malformed entry at {r}")
+        return 0
 
     cdef str _topic(self, const unsigned char *p, Py_ssize_t n):
         # Most entries repeat the previous topic: reuse its str.
