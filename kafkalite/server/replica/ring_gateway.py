@@ -15,6 +15,19 @@ earlier one still waits is queued behind it (``unacked``) and acknowledged
 when that one is. The ring's memory is released as soon as an entry is in
 the log. Each ring's doorbell descriptor sits in the worker's poller.
 
+The common entry -- no authorizer, no quota, acks 0 or 1, a batch
+leader_append.pyx's one-pass append serves, not transactional -- is
+read, appended, acknowledged and released in C (WorkerCore.append_entries
+with ring_append.LeaderSink), no Python call or object of its own (issue
+72: at 100 partitions an entry is a record or a few, and the Python path's
+two dozen calls an entry cost 17-23 us of worker CPU a message); the C path
+stops at the first entry it declines, which the Python path below takes,
+so the ring's order holds. Acknowledgements and releases are written
+without ringing the producer; ``drain`` rings it once at its end, if it
+sleeps (a producer woken by the first ack of a drain re-armed and slept
+again while the rest were written: a doorbell write and a wake-up per
+entry).
+
 Transactions: a transactional producer names its transactional id (and
 its transaction version) in ``shm_attach``. An entry that would open the
 producer's transaction in a partition is verified with the transaction
