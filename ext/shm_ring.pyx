@@ -1025,15 +1025,16 @@ cdef class EntrySink:
     """Where WorkerCore.append_entries hands a ring's entries, one by one,
     in C: ``take`` appends the batch (``size`` bytes at ``data``, the
     private copy ``batch`` holds, which it may patch in place) and returns
-    1 with its base offset, or 0 when it leaves the entry to poll()'s
-    caller (nothing appended). It must not raise for an entry it declines:
-    an exception is the ring's fault and closes it. Declared in
+    1 with its answer (error code 0 and the base offset, or the code the
+    log refused it with and -1), or 0 when it leaves the entry to poll()'s
+    caller (nothing appended). It must not raise: an exception is the
+    ring's fault and closes it. Declared in
     kafkalite/_ext/shm_ring.pxd, so that the replica layer implements it
     (ext/ring_append.pyx) without the ring knowing the log; this base
     declines every entry."""
 
     cdef int take(self, str topic, int32_t partition, object batch, unsigned char *data,
-                  Py_ssize_t size, int64_t *base_offset) except -1:
+                  Py_ssize_t size, int64_t *base_offset, int16_t *error_code) except -1:
         return 0
 
 
@@ -1227,7 +1228,7 @@ cdef class WorkerCore(_RingCore):
         """Poll, append and acknowledge up to ``max_entries`` entries in C,
         with no Python object per entry: each is copied into private
         memory (one buffer, reused), handed to ``sink.take`` and, once it
-        took it, acknowledged with its base offset and released, without a
+        took it, acknowledged with its answer and released, without a
         doorbell (wake_peer() rings it once after a drain). Stops before the
         first entry the sink declines, which the next poll() returns, so
         the order holds. Does nothing (0) while an entry poll() returned is
@@ -1239,6 +1240,7 @@ cdef class WorkerCore(_RingCore):
         cdef unsigned char *data
         cdef unsigned char *rec
         cdef int64_t base = 0
+        cdef int16_t code = 0
         cdef Py_ssize_t n = 0
         self._check_epoch()
         self.disarm()
@@ -1272,14 +1274,15 @@ cdef class WorkerCore(_RingCore):
             # a truncation during the copy left zeros in it: not handed on
             self._check_fault()
             if not sink.take(self._topic(ent.e + KLR_ENT_TOPIC, ent.tlen), ent.partition,
-                             self._scratch, data, <Py_ssize_t>ent.blen, &base):
+                             self._scratch, data, <Py_ssize_t>ent.blen, &base, &code):
                 break
             r += ent.size
             rec = self._acks + (ack_head & self._ack_mask)
             (<uint64_t *>(rec + KLR_ACK_SEQUENCE))[0] = ent.seq
             (<int64_t *>(rec + KLR_ACK_BASE_OFFSET))[0] = base
             (<uint64_t *>(rec + KLR_ACK_DATA_END))[0] = r
-            (<uint64_t *>(rec + KLR_ACK_ERROR_CODE))[0] = 0     # no error, and the zero pad
+            (<uint64_t *>(rec + KLR_ACK_ERROR_CODE))[0] = 0     # the zero pad after the code
+            (<int16_t *>(rec + KLR_ACK_ERROR_CODE))[0] = code
             self._ack_head = ack_head + KLR_ACK_SIZE
             klr_store_release(self._hdr + KLR_OFF_ACK_HEAD, self._ack_head)
             self._read = r

@@ -165,7 +165,7 @@ def test_c_appends_match_the_python_path(tmp_path, seed):
     assert 0 in codes and len(codes) > 1, f"no refused entry to compare: {codes}"
     # the Python path appended every entry; the C path left it only what it declines
     assert appends[-1] >= ENTRIES * 0.9
-    # (it declines rolls, retries, two-batch and transactional entries: half of these)
+    # (it declines rolls, retries, two-batch and transactional entries)
     assert appends[1] < ENTRIES * 0.7, f"the C path declined {appends[1]} of {ENTRIES} entries"
     assert shm_entries() <= before
 
@@ -188,11 +188,11 @@ def test_the_base_sink_declines_every_entry_and_poll_returns_them(tmp_path):
             assert ring.try_append("plain", 0, _batch(random.Random(0))) == 5
             rm = _manager(str(tmp_path / "rm"), Clock())
             try:
-                assert worker.append_entries(LeaderSink(rm), 100) == 0
+                assert worker.append_entries(LeaderSink(rm, None), 100) == 0
                 for seq in range(5):
                     worker.ack(seq, 0, seq)
                 worker.release_through(4)
-                assert worker.append_entries(LeaderSink(rm), 100) == 1
+                assert worker.append_entries(LeaderSink(rm, None), 100) == 1
                 assert [(s, c) for s, c, _ in ring.poll_acks()] == \
                     [(i, 0) for i in range(6)]
             finally:

@@ -153,7 +153,8 @@ class RingGateway:
         self.client_ids: dict[int, str] = {}   # per ring: its producer's client id
         self.paused: dict[int, float] = {}     # per ring over its quota: resume time
         self._bad_ring = RateLimitedLog(log)
-        self._sink = LeaderSink(replica_manager)
+        self._sink = LeaderSink(replica_manager, lambda: self._bad_ring.exception(
+            "broker %d: ring append failed", self.broker_id))
 
     def attach(self, body: dict, principal: str, peer_uid: int | None = None) -> dict:
         """The ``shm_attach`` extension request of ``principal`` (the user
