@@ -1010,6 +1010,34 @@ cdef uint64_t _check_capacity(object capacity) except 0:
 
 # ---- worker --------------------------------------------------------------------------
 
+# An entry's header as WorkerCore._entry_at read it (once) and checked it.
+cdef struct _Entry:
+    const unsigned char *e
+    uint64_t size
+    unsigned int kind
+    unsigned int tlen
+    uint64_t blen
+    uint64_t seq
+    int32_t partition
+
+
+cdef class EntrySink:
+    """Where WorkerCore.append_entries hands a ring's entries, one by one,
+    in C: ``take`` appends the batch (``size`` bytes at ``data``, the
+    private copy ``batch`` holds, which it may patch in place) and returns
+    1 with its answer (error code 0 and the base offset, or the code the
+    log refused it with and -1), or 0 when it leaves the entry to poll()'s
+    caller (nothing appended). It must not raise: an exception is the
+    ring's fault and closes it. Declared in
+    kafkalite/_ext/shm_ring.pxd, so that the replica layer implements it
+    (ext/ring_append.pyx) without the ring knowing the log; this base
+    declines every entry."""
+
+    cdef int take(self, str topic, int32_t partition, object batch, unsigned char *data,
+                  Py_ssize_t size, int64_t *base_offset, int16_t *error_code) except -1:
+        return 0
+
+
 cdef class WorkerCore(_RingCore):
     """Worker side: attaches, polls entries as private copies, acks them in
     sequence order and releases their space.
@@ -1029,6 +1057,7 @@ cdef class WorkerCore(_RingCore):
     cdef readonly uint64_t epoch
     cdef bytes _topic_raw             # last topic seen, to reuse its str
     cdef str _topic_str
+    cdef bytearray _scratch           # append_entries' private copy of an entry's batch
 
     @classmethod
     def attach(cls, name, secret, owner=None):
@@ -1195,6 +1224,101 @@ cdef class WorkerCore(_RingCore):
         self._unreleased.extend(ends)
         return out
 
+    def append_entries(self, EntrySink sink, Py_ssize_t max_entries):
+        """Poll, append and acknowledge up to ``max_entries`` entries in C,
+        with no Python object per entry: each is copied into private
+        memory (one buffer, reused), handed to ``sink.take`` and, once it
+        took it, acknowledged with its answer and released, without a
+        doorbell (wake_peer() rings it once after a drain). Stops before the
+        first entry the sink declines, which the next poll() returns, so
+        the order holds. Does nothing (0) while an entry poll() returned is
+        not acknowledged and released yet: acks follow the sequence. The
+        number of entries taken. Disarms the doorbell; RingCorrupted as
+        poll() for what the protocol never writes."""
+        cdef uint64_t head, r, ack_head
+        cdef _Entry ent
+        cdef unsigned char *data
+        cdef unsigned char *rec
+        cdef int64_t base = 0
+        cdef int16_t code = 0
+        cdef Py_ssize_t n = 0
+        self._check_epoch()
+        self.disarm()
+        if self._unacked or self._unreleased:
+            return 0
+        head = klr_load_acquire(self._hdr + KLR_OFF_DATA_HEAD)
+        r = self._read
+        if head < r or head - r > self._cap:
+            self._check_fault()
+            raise RingCorrupted(f"ring {self.name}: data head {head} is impossible "
+                                f"(read position {r}, capacity {self._cap})")
+        while r != head and n < max_entries:
+            self._entry_at(r, head, &ent)       # each field read once, then checked
+            if ent.kind == KLR_KIND_PAD:
+                r += ent.size
+                continue
+            if ent.seq != self._next_seq:
+                self._check_fault()
+                raise RingCorrupted(f"ring {self.name}: entry at {r} has sequence {ent.seq}, "
+                                    f"expected {self._next_seq}")
+            ack_head = self._ack_head
+            if ack_head - klr_load_acquire(self._hdr + KLR_OFF_ACK_TAIL) >= self._ack_cap:
+                self._check_fault()
+                raise RingCorrupted(f"ring {self.name}: ack region full; the producer has more "
+                                    f"entries in flight than ack slots")
+            if self._scratch is None or len(self._scratch) < <Py_ssize_t>ent.blen:
+                self._scratch = PyByteArray_FromStringAndSize(
+                    NULL, <Py_ssize_t>max(ent.blen, 4096))
+            data = <unsigned char *>PyByteArray_AS_STRING(self._scratch)
+            memcpy(data, ent.e + KLR_ENT_HEADER_SIZE + klr_align8(ent.tlen), ent.blen)
+            # a truncation during the copy left zeros in it: not handed on
+            self._check_fault()
+            if not sink.take(self._topic(ent.e + KLR_ENT_TOPIC, ent.tlen), ent.partition,
+                             self._scratch, data, <Py_ssize_t>ent.blen, &base, &code):
+                break
+            r += ent.size
+            rec = self._acks + (ack_head & self._ack_mask)
+            (<uint64_t *>(rec + KLR_ACK_SEQUENCE))[0] = ent.seq
+            (<int64_t *>(rec + KLR_ACK_BASE_OFFSET))[0] = base
+            (<uint64_t *>(rec + KLR_ACK_DATA_END))[0] = r
+            (<uint64_t *>(rec + KLR_ACK_ERROR_CODE))[0] = 0     # the zero pad after the code
+            (<int16_t *>(rec + KLR_ACK_ERROR_CODE))[0] = code
+            self._ack_head = ack_head + KLR_ACK_SIZE
+            klr_store_release(self._hdr + KLR_OFF_ACK_HEAD, self._ack_head)
+            self._read = r
+            self._next_seq = ent.seq + 1
+            n += 1
+        if n:
+            self._released = self._read
+            klr_store_release(self._hdr + KLR_OFF_DATA_RELEASED, self._released)
+        self._check_fault()
+        return n
+
+    cdef int _entry_at(self, uint64_t r, uint64_t head, _Entry *out) except -1:
+        # The entry (or padding marker) at cursor ``r``: each field read
+        # once from the shared memory and checked as poll() checks it.
+        cdef uint64_t pos = r & self._mask
+        cdef const unsigned char *e = self._data + pos
+        out.e = e
+        out.size = _u32(e + KLR_ENT_SIZE)
+        out.kind = e[KLR_ENT_KIND]
+        if out.size < KLR_PAD_HEADER_SIZE or out.size & 7 or pos + out.size > self._cap \
+                or out.size > head - r:
+            self._check_fault()
+            raise RingCorrupted(f"ring {self.name}: entry at {r} has impossible size {out.size}")
+        if out.kind == KLR_KIND_PAD:
+            return 0
+        out.tlen = e[KLR_ENT_TOPIC_LEN]
+        out.blen = _u32(e + KLR_ENT_BATCH_LEN)
+        out.seq = _u64(e + KLR_ENT_SEQUENCE)
+        out.partition = (<const int32_t *>(e + KLR_ENT_PARTITION))[0]
+        if out.kind != KLR_KIND_ENTRY or out.tlen == 0 or out.tlen > KLR_MAX_TOPIC_LEN \
+                or out.size < KLR_ENT_HEADER_SIZE \
+                or KLR_ENT_HEADER_SIZE + klr_align8(out.tlen) + out.blen > out.size:
+            self._check_fault()
+            raise RingCorrupted(f"ring {self.name}: malformed entry at {r}")
+        return 0
+
     cdef str _topic(self, const unsigned char *p, Py_ssize_t n):
         # Most entries repeat the previous topic: reuse its str.
         if self._topic_raw is not None and len(self._topic_raw) == n \
@@ -1209,9 +1333,13 @@ cdef class WorkerCore(_RingCore):
         self._topic_str = text
         return text
 
-    def ack(self, uint64_t seq, int error_code, int64_t base_offset):
+    def ack(self, uint64_t seq, int error_code, int64_t base_offset, bint wake=True):
         """Acknowledge the oldest polled, unacked entry, which must be ``seq``
-        (acks follow sequence order); rings the producer if it sleeps."""
+        (acks follow sequence order); rings the producer if it sleeps, unless
+        ``wake`` is False: a caller acknowledging many entries in a row then
+        calls wake_peer() once after the last (a producer woken by the first
+        ack re-arms and sleeps again while the rest are written: a doorbell
+        write and a wake-up per entry, not per drain)."""
         cdef uint64_t a, ack_head
         cdef unsigned char *rec
         self._check_epoch()
@@ -1239,13 +1367,14 @@ cdef class WorkerCore(_RingCore):
         self._unacked.popleft()
         self._ack_head = ack_head + KLR_ACK_SIZE
         klr_store_release(self._hdr + KLR_OFF_ACK_HEAD, self._ack_head)
-        self._wake_peer()
+        if wake:
+            self._wake_peer()
         self._check_fault()
 
-    def release_through(self, uint64_t seq):
+    def release_through(self, uint64_t seq, bint wake=True):
         """Give back the space of every polled entry up to and including
         ``seq``. The producer reuses the space once the entries are also
-        acked."""
+        acked. ``wake``: as ack's."""
         cdef uint64_t rel
         self._check_epoch()
         if seq >= self._next_seq:
@@ -1258,8 +1387,16 @@ cdef class WorkerCore(_RingCore):
         if rel != self._released:
             self._released = rel
             klr_store_release(self._hdr + KLR_OFF_DATA_RELEASED, rel)
-            self._wake_peer()
+            if wake:
+                self._wake_peer()
         self._check_fault()
+
+    def wake_peer(self):
+        """Ring the producer's doorbell if it sleeps: after acks and
+        releases made with ``wake=False``. A no-op (no system call) while it
+        is awake."""
+        self._check_epoch()
+        self._wake_peer()
 
     @property
     def next_sequence(self):

@@ -15,6 +15,19 @@ earlier one still waits is queued behind it (``unacked``) and acknowledged
 when that one is. The ring's memory is released as soon as an entry is in
 the log. Each ring's doorbell descriptor sits in the worker's poller.
 
+The common entry -- no authorizer, no quota, acks 0 or 1, a batch
+leader_append.pyx's one-pass append serves, not transactional -- is
+read, appended, acknowledged and released in C (WorkerCore.append_entries
+with ring_append.LeaderSink), no Python call or object of its own (issue
+72: at 100 partitions an entry is a record or a few, and the Python path's
+two dozen calls an entry cost 17-23 us of worker CPU a message); the C path
+stops at the first entry it declines, which the Python path below takes,
+so the ring's order holds. Acknowledgements and releases are written
+without ringing the producer; ``drain`` rings it once at its end, if it
+sleeps (a producer woken by the first ack of a drain re-armed and slept
+again while the rest were written: a doorbell write and a wake-up per
+entry).
+
 Transactions: a transactional producer names its transactional id (and
 its transaction version) in ``shm_attach``. An entry that would open the
 producer's transaction in a partition is verified with the transaction
@@ -79,6 +92,8 @@ import time
 import zmq
 
 from kafkalite import errors
+from kafkalite._ext.leader_append import append_once
+from kafkalite._ext.ring_append import LeaderSink
 from kafkalite.errors import KafkaError
 from kafkalite.protocol.enums import AclOperation, ResourceType
 from kafkalite.ratelimit import RateLimitedLog
@@ -138,6 +153,8 @@ class RingGateway:
         self.client_ids: dict[int, str] = {}   # per ring: its producer's client id
         self.paused: dict[int, float] = {}     # per ring over its quota: resume time
         self._bad_ring = RateLimitedLog(log)
+        self._sink = LeaderSink(replica_manager, lambda: self._bad_ring.exception(
+            "broker %d: ring append failed", self.broker_id))
 
     def attach(self, body: dict, principal: str, peer_uid: int | None = None) -> dict:
         """The ``shm_attach`` extension request of ``principal`` (the user
@@ -228,6 +245,9 @@ class RingGateway:
             # appends in one answer
             with self.replica_manager.gathered_wakeups():
                 self._drain(ring, everything)
+            # the drain's acks and releases were written without a wake: the
+            # producer is rung once for all of them, if it sleeps
+            ring.wake_peer()
         except Exception as exc:
             self._close_with_error(ring, exc)
 
@@ -237,12 +257,20 @@ class RingGateway:
             return
         quotas = self.quotas if self.quotas is not None and self.quotas.enabled else None
         held = self.held.setdefault(fd, collections.deque())
+        # entries that need no check of their own are appended in C
+        # (ext/ring_append.pyx); it stops at the first it does not serve
+        sink = self._sink if (quotas is None and self.authorizer is None
+                              and self.acks.get(fd, 1) != -1) else None
         polls = 0
         while held or everything or polls < POLLS_PER_DRAIN:
             if not held:
                 polls += 1
-                held.extend(ring.poll(ENTRIES_PER_DRAIN))
+                taken = ring.append_entries(sink, ENTRIES_PER_DRAIN) if sink is not None else 0
+                if taken < ENTRIES_PER_DRAIN:
+                    held.extend(ring.poll(ENTRIES_PER_DRAIN - taken))
                 if not held:
+                    if taken:
+                        continue
                     return
             while held:
                 seq, topic, partition, batch = held[0]
@@ -272,8 +300,18 @@ class RingGateway:
                     f"{topic}-{partition} is not in the producer's open transaction"
                     if refused == errors.InvalidTxnStateError.code else
                     f"the transaction coordinator could not verify {topic}-{partition}")
-            part = self.replica_manager.partition(topic, partition)
             all_acks = self.acks.get(ring.fileno(), 1) == -1
+            if not all_acks:
+                # the common kind in one C call (leader_append.pyx), as a
+                # Produce request's: None when it is not, nothing appended
+                part = self.replica_manager.partitions.get((topic, partition))
+                done = append_once(self.replica_manager, part, batch, seq) \
+                    if part is not None else None
+                if done is not None:
+                    self._ack(ring, seq, 0, done[1])
+                    ring.release_through(seq, False)
+                    return
+            part = self.replica_manager.partition(topic, partition)
             if all_acks and part.under_min_isr:
                 raise errors.NotEnoughReplicasError(
                     f"{part.name} has {len(part.isr)} in-sync replica(s); min.insync.replicas "
@@ -288,7 +326,7 @@ class RingGateway:
         except Exception:
             self._bad_ring.exception("broker %d: ring append failed", self.broker_id)
             self._ack(ring, seq, errors.UnknownServerError.code, -1)
-        ring.release_through(seq)
+        ring.release_through(seq, False)
 
     def _ack(self, ring, seq: int, error_code: int, base_offset: int) -> None:
         """Acknowledge entry ``seq`` now, or behind the earlier ones that
@@ -297,7 +335,7 @@ class RingGateway:
         if unacked:
             unacked.append([seq, error_code, base_offset])
         else:
-            ring.ack(seq, error_code, base_offset)
+            ring.ack(seq, error_code, base_offset, False)    # drain() wakes the producer once
 
     def _ack_when_committed(self, ring, seq: int, part, info) -> None:
         fd = ring.fileno()
