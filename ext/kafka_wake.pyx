@@ -42,6 +42,12 @@ listener to carry on exactly where its own steps would be:
   stays at the head of ``out``, as ``write_gathered`` leaves it) or a
   queued item is not bytes: the listener flushes and polls for writing.
 
+Each request ``frames.serve`` answers is timed into ``stats`` (a
+metrics.RequestStats) through ``KafkaWake.observe``: RequestStats.observe's
+own steps on its ``by_api`` entry, in C (a Python call per request was a
+twentieth of the request's instructions); an API key without an entry
+yet takes RequestStats.observe itself.
+
 Only the calling loop's thread may call it (the listener's contract).
 """
 cimport cython
@@ -74,6 +80,7 @@ cdef enum:
     GATHERED_WRITES = 64        # answers a sendmsg takes at most (kafka_connection.py)
     POLLIN = 1                  # ZeroMQ's event bit, the listener's interest
     # (EWOULDBLOCK is EAGAIN on Linux)
+    MAX_BUCKETS = 32            # latency histogram bounds (metrics.LATENCY_BUCKETS_MS: 15)
     ECONNRESET_ = 104
     EPIPE_ = 32
 
@@ -105,8 +112,13 @@ cdef class KafkaWake:
     cdef public int error
     # wake-ups served wholly here (SERVED), for the listener's tests and metrics
     cdef public int64_t served
+    # the RequestStats of the wake being served, and its histogram's bounds (ms)
+    cdef object stats
+    cdef double bounds[MAX_BUCKETS]
+    cdef Py_ssize_t nbounds
 
     def __cinit__(self, Py_ssize_t chunk, int64_t max_request_bytes):
+        self.nbounds = -1           # read from the first stats observed into
         self.scratch = bytearray(chunk)
         self.chunk = chunk
         self.max_request_bytes = max_request_bytes
@@ -142,10 +154,12 @@ cdef class KafkaWake:
         # as the listener's own steps serve a read: an answer given meanwhile
         # to this connection waits for the others' (kafka_listener._answered)
         conn.dispatching = True
+        self.stats = stats
         try:
-            consumed, payload, result = frames.serve(rbuf, out, stats)
+            consumed, payload, result = frames.serve(rbuf, out, self if stats is not None else None)
         finally:
             conn.dispatching = False
+            self.stats = None
         if consumed:
             del rbuf[:consumed]
         if payload is not None:
@@ -154,6 +168,39 @@ cdef class KafkaWake:
         if not self._rest_is_a_frames_start(rbuf):
             return PROCESS
         return self._write(fd, out)
+
+    def observe(self, int api_key, double seconds):
+        """RequestStats.observe(api_key, seconds) on the stats of the wake
+        being served (what ``frames.serve`` is given as its ``stats``)."""
+        self.observe_into(self.stats, api_key, seconds)
+
+    def observe_into(self, stats, int api_key, double seconds):
+        """RequestStats.observe(api_key, seconds) on ``stats``, in C once
+        the API key has its entry."""
+        if self.nbounds < 0:
+            bounds_ms = getattr(stats, "buckets_ms", ())
+            if len(bounds_ms) > MAX_BUCKETS:
+                bounds_ms = ()      # RequestStats.observe's own, every time
+            for i, bound in enumerate(bounds_ms):
+                self.bounds[i] = bound
+            self.nbounds = len(bounds_ms)
+        entry = stats.by_api.get(api_key)
+        if entry is None or self.nbounds == 0:
+            stats.observe(api_key, seconds)
+            return
+        cdef double ms = seconds * 1000.0
+        # bisect_left: the first bound not below ms
+        cdef Py_ssize_t lo = 0, hi = self.nbounds, mid
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if self.bounds[mid] < ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        entry[0] += 1
+        entry[1] += ms
+        buckets = entry[2]
+        buckets[lo] += 1
 
     cdef bint _rest_is_a_frames_start(self, bytearray rbuf):
         """Whether what is left in ``rbuf`` is nothing or the start of a

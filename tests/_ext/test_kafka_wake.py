@@ -19,6 +19,7 @@ import zmq
 from kafkalite.protocol import ApiKey, encode_request
 from kafkalite.record import RecordBatchBuilder
 from kafkalite.server.config import ServerConfig
+from kafkalite.server.metrics import LATENCY_BUCKETS_MS, RequestStats
 from kafkalite.server.network.kafka_listener import KafkaListener
 from kafkalite.server.network.requests import RequestDispatcher
 from kafkalite.server.replica.replica_manager import ReplicaManager
@@ -28,12 +29,12 @@ class _Node:
     """A worker's Produce path behind a real KafkaListener, its loop run by
     the test; ``wake``: False takes the listener's own Python steps only."""
 
-    def __init__(self, data_dir, wake: bool):
+    def __init__(self, data_dir, wake: bool, stats: RequestStats | None = None):
         self.rm = ReplicaManager(0, str(data_dir), ServerConfig(data_dir=str(data_dir)).log_config)
         for p in range(3):
             assert self.rm.become_leader({"topic": "t", "partition": p, "topic_id": None,
                                           "leader_epoch": 1, "configs": {}})["error"] == 0
-        self.dispatcher = RequestDispatcher("test", self.rm.handlers())
+        self.dispatcher = RequestDispatcher("test", self.rm.handlers(), stats=stats)
         self.dispatcher.at_once[ApiKey.PRODUCE] = self.rm.produce_at_once
         self.dispatcher.frames_at_once[ApiKey.PRODUCE] = self.rm.produce_frame_at_once
         self.listener = KafkaListener("127.0.0.1", 0, self.dispatcher)
@@ -151,7 +152,8 @@ def test_requests_cut_across_reads_get_the_python_steps_answers(tmp_path, seed):
 
 
 def test_one_request_a_read_is_served_wholly_in_c(tmp_path):
-    node = _Node(tmp_path, True)
+    stats = RequestStats()
+    node = _Node(tmp_path, True, stats)
     try:
         for cid in range(50):
             body = {"transactional_id": None, "acks": 1, "timeout_ms": 1000,
@@ -163,5 +165,26 @@ def test_one_request_a_read_is_served_wholly_in_c(tmp_path):
         # librdkafka's load at 100 partitions: one Produce a read, each wake one C call
         assert node.listener.wake.served == 50
         assert node.listener.produce_frames.served == 50
+        # each request timed into the node's request metrics, as RequestStats.observe does
+        count, total_ms, buckets = stats.by_api[ApiKey.PRODUCE]
+        assert count == 50 and sum(buckets) == 50 and total_ms > 0
+        assert len(buckets) == len(LATENCY_BUCKETS_MS) + 1
+    finally:
+        node.close()
+
+
+@pytest.mark.parametrize("ms", [0.0, 0.3, 0.5, 0.7, 1.0, 2.5, 99.9, 100.0, 30000.0, 45000.0])
+def test_a_request_timed_in_c_lands_in_request_stats_own_bucket(tmp_path, ms):
+    """KafkaWake.observe against RequestStats.observe, bound by bound."""
+    ours, python = RequestStats(), RequestStats()
+    node = _Node(tmp_path, True, ours)
+    try:
+        ours.observe(ApiKey.PRODUCE, 0.001)         # the entry KafkaWake.observe updates
+        python.observe(ApiKey.PRODUCE, 0.001)
+        node.listener.wake.observe_into(ours, ApiKey.PRODUCE, ms / 1000.0)
+        python.observe(ApiKey.PRODUCE, ms / 1000.0)
+        assert ours.by_api[ApiKey.PRODUCE][0] == python.by_api[ApiKey.PRODUCE][0]
+        assert ours.by_api[ApiKey.PRODUCE][2] == python.by_api[ApiKey.PRODUCE][2]
+        assert ours.by_api[ApiKey.PRODUCE][1] == pytest.approx(python.by_api[ApiKey.PRODUCE][1])
     finally:
         node.close()
