@@ -30,7 +30,7 @@ MODULES = ["crc32c", "layout", "builder", "reader", "columns", "batch_scan", "in
            "shm_ring", "partitioner", "messages", "accumulator", "produce_fetch", "fetch_state",
            "produce_wire", "leader_append", "avro_columns", "json_columns", "cdc_envelope",
            "pgoutput", "copy_text", "produce_frames", "log_state", "tail_read",
-           "fetch_session_state", "ring_append"]
+           "fetch_session_state", "ring_append", "kafka_wake"]
 
 extensions = [
     Extension(f"kafkalite._ext.{name}", [os.path.join(EXT_DIR, f"{name}.pyx")], **COMMON)

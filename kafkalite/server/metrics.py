@@ -101,6 +101,8 @@ class RequestStats:
 
     __slots__ = ("by_api", "denied", "audit_lines_dropped", "authentication_failures",
                  "reauthentications", "expired_sessions_closed")
+    # the histogram's bounds, for the listener's C twin of observe (kafka_wake.pyx)
+    buckets_ms = LATENCY_BUCKETS_MS
 
     def __init__(self):
         self.by_api: dict[int, list] = {}

@@ -7,6 +7,7 @@ that accepted it, on its process's loop; nothing here is thread-safe."""
 from __future__ import annotations
 
 import collections
+import os
 import socket
 
 import zmq
@@ -22,6 +23,7 @@ PIPELINED_PRODUCES = 5
 _PRODUCE = ApiKey.PRODUCE
 # answers written by one sendmsg at most (well under the kernel's IOV_MAX, 1024)
 GATHERED_WRITES = 64
+TLS_REGION_CHUNK = 256 * 1024       # file region bytes read per TLS write
 
 # pyzmq's poll flags as plain ints: they are enum.Flag members, and every
 # ``ev & zmq.POLLIN`` on this loop's path would be a Python-level enum
@@ -104,3 +106,64 @@ class KafkaConnection:
             n -= len(item)
             queue.popleft()
         return True
+
+    def write_queue(self) -> None:
+        """Write the write queue's items in order while the socket takes
+        them: file regions with sendfile (read and written in chunks over
+        TLS), runs of answers with ``write_gathered``. Raises what the
+        socket raised (BlockingIOError and SSLWant*: the rest waits for
+        POLLOUT; any other OSError: the connection is broken)."""
+        queue, fd = self.out, self.fd
+        # ciphertext TlsConnection still holds goes first; nothing new until it is out
+        blocked = self.tls and bool(self.sock.unsent) and not self.sock.flush()
+        while queue and not blocked:
+            item = queue[0]
+            if type(item) is list:          # [file region, bytes sent so far]
+                region, sent = item
+                while sent < region.length:
+                    if self.tls:
+                        # Retried after SSLWantWrite with the same bytes, as
+                        # OpenSSL requires: the region is immutable.
+                        chunk = os.pread(region.fd, min(TLS_REGION_CHUNK, region.length - sent),
+                                         region.position + sent)
+                        n = self.sock.send(chunk) if chunk else 0
+                    else:
+                        n = os.sendfile(fd, region.fd, region.position + sent,
+                                        region.length - sent)
+                    if n == 0:
+                        raise OSError(f"segment {region.file.name} ended before the region did")
+                    sent += n
+                    item[1] = sent
+            elif not self.tls and len(queue) > 1 and type(queue[1]) is not list:
+                # answers to requests read together (a producer's
+                # pipelined Produce requests): one write for all of them
+                if not self.write_gathered():
+                    break
+                continue
+            else:
+                # A fetch answer's header followed by its file region:
+                # MSG_MORE lets the kernel put both in one segment, so
+                # the client wakes once for the answer, not twice.
+                more = not self.tls and len(queue) > 1 and type(queue[1]) is list
+                n = self.sock.send(item, socket.MSG_MORE) if more else self.sock.send(item)
+                if n < len(item):
+                    queue[0] = memoryview(item)[n:]
+                    break
+            queue.popleft()
+
+    def drain_tls(self, scratch: bytearray, chunk: int) -> None:
+        """Read on into the read buffer while the socket has data, up to
+        ``chunk`` bytes: an SSL read returns one TLS record (16 KiB) at
+        most, and what the SSL object holds decrypted is invisible to
+        poll, so it must not stay there."""
+        sock = self.sock
+        total = 0
+        try:
+            while total < chunk or sock.pending():
+                n = sock.recv_into(scratch)
+                if not n:
+                    return          # the peer closed: the next read sees it
+                self.rbuf += memoryview(scratch)[:n]
+                total += n
+        except OSError:
+            pass    # SSLWantRead: nothing more now; anything else the next read handles

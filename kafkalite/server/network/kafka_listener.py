@@ -43,7 +43,9 @@ a burst of them read at once, and a write (and a wake-up of the client)
 per answer was what kept the broker behind (issue 46). While no request
 of the connection waits for its answer, the Produce requests of a read
 are split off and answered in one C call (ext/produce_frames.pyx): an
-answer given at once needs no slot to keep its place (issue 72).
+answer given at once needs no slot to keep its place (issue 72). On a
+plain connection the whole wake-up -- the read, those frames, the write of
+their answers -- is one C call (ext/kafka_wake.pyx), back here at the rest.
 
 Quotas (quotas.py): a request that put its client over a quota is
 answered at once with ``throttle_time_ms`` and its connection then stays
@@ -147,6 +149,8 @@ import time
 import zmq
 
 from kafkalite import errors
+from kafkalite._ext import kafka_wake
+from kafkalite._ext.kafka_wake import KafkaWake
 from kafkalite._ext.produce_frames import ProduceFrames
 from kafkalite.local_socket import PEER as LOCAL_PEER
 from kafkalite.local_socket import listen as local_socket_listen
@@ -185,11 +189,12 @@ from kafkalite.server.auth.security import ListenerSecurity, certificate_princip
 
 log = logging.getLogger("kafkalite.kafka")
 
+_WAKE_NOT_TAKEN, _WAKE_SERVED = kafka_wake.NOT_TAKEN, kafka_wake.SERVED     # (_wake)
+
 MAX_REQUEST_BYTES = 100 * 1024 * 1024   # Kafka's socket.request.max.bytes default
 RECV_CHUNK = 1024 * 1024
 LISTEN_BACKLOG = 128
 ACCEPT_RETRY_S = 0.1                # after accept() failed (EMFILE): accept again then
-TLS_REGION_CHUNK = 256 * 1024       # file region bytes read per TLS write
 # A region this small is read into the answer rather than sent with
 # sendfile, up to this much of one answer (see "Zero copy" above).
 INLINE_REGION_BYTES = 64 * 1024
@@ -281,7 +286,9 @@ class KafkaListener(ListenerDeadlines):
         # a response that cannot be encoded is a server bug, but one a client
         # may trigger as often as it sends the request: logged rate-limited
         self._unencodable = RateLimitedLog(log)
-        self._scratch = bytearray(RECV_CHUNK)
+        # a plain connection's wake-up in one call (kafka_wake.pyx), and the
+        # buffer every read of this listener lands in first
+        self.wake = KafkaWake(RECV_CHUNK, max_request_bytes)
         self._throttled: dict[int, KafkaConnection] = {}
         self._lingering: dict[int, KafkaConnection] = {}   # fd -> closed at its close_at
         # no deadline of the ones above falls before this (inf: none): lowered
@@ -337,6 +344,7 @@ class KafkaListener(ListenerDeadlines):
     def on_events(self, events: dict) -> None:
         """Serve whatever ``poller.poll()`` reported for this listener's fds."""
         now = time.monotonic() if self.idle_s else 0.0
+        frames = False      # the one-pass Produce path, looked up at the first read
         for fd, ev in events.items():
             if type(fd) is not int:
                 continue
@@ -354,8 +362,36 @@ class KafkaListener(ListenerDeadlines):
                 continue
             if ev & POLLOUT:
                 self._flush(conn)
+            elif ev & POLLIN_OR_ERR:
+                if frames is False:
+                    frames = self._frames()
+                if frames is not None and self._wake(conn, frames):
+                    continue
             if ev & POLLIN_OR_ERR and not conn.closed:
                 self._read(conn)
+
+    def _wake(self, conn: KafkaConnection, frames: ProduceFrames) -> bool:
+        """``conn``'s read served by one C call (kafka_wake.pyx), this
+        listener's own steps taking over where it stopped; False: it did
+        not take the connection, nothing done."""
+        wake = self.wake
+        done = wake.serve(conn, frames, self.dispatcher.stats)
+        if done == _WAKE_SERVED:
+            return True
+        if done == _WAKE_NOT_TAKEN:
+            return False
+        if done == kafka_wake.HANDED:
+            payload, result, wake.payload, wake.result = wake.payload, wake.result, None, None
+            self._process(conn, (payload, result))
+        elif done == kafka_wake.PROCESS:
+            self._process(conn)
+        elif done == kafka_wake.WRITE_PENDING:
+            self._flush(conn)
+        elif done == kafka_wake.PEER_CLOSED:
+            self._close(conn, None)
+        else:
+            self._close(conn, str(OSError(wake.error, os.strerror(wake.error))))
+        return True
 
     def close(self) -> None:
         for conn in list(self.connections.values()):
@@ -504,7 +540,7 @@ class KafkaListener(ListenerDeadlines):
         self._update_interest(conn)
 
     def _read(self, conn: KafkaConnection) -> None:
-        scratch = self._scratch
+        scratch = self.wake.scratch
         try:
             n = conn.sock.recv_into(scratch)
         except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
@@ -517,40 +553,29 @@ class KafkaListener(ListenerDeadlines):
             return
         conn.rbuf += memoryview(scratch)[:n]
         if conn.tls:
-            self._drain_tls(conn)
+            conn.drain_tls(scratch, RECV_CHUNK)
         self._process(conn)
 
-    def _drain_tls(self, conn: KafkaConnection) -> None:
-        """Read on while the socket has data, up to RECV_CHUNK: an SSL read
-        returns one TLS record (16 KiB) at most, and what the SSL object
-        holds decrypted is invisible to poll, so it must not stay there."""
-        sock, scratch = conn.sock, self._scratch
-        total = 0
-        try:
-            while total < RECV_CHUNK or sock.pending():
-                n = sock.recv_into(scratch)
-                if not n:
-                    return          # the peer closed: the next read sees it
-                conn.rbuf += memoryview(scratch)[:n]
-                total += n
-        except OSError:
-            pass    # SSLWantRead: nothing more now; anything else the next read handles
-
-    def _process(self, conn: KafkaConnection) -> None:
-        """Serve complete frames from the read buffer while it may read."""
+    def _process(self, conn: KafkaConnection, handed: tuple | None = None) -> None:
+        """Serve complete frames from the read buffer while it may read;
+        ``handed``: (payload, result) of a Produce frame the one-pass path
+        handed back to ``_wake``, served first."""
         if conn.dispatching:
             return
         conn.dispatching = True
         try:
             rbuf = conn.rbuf
             produce_frames = self._produce_frames(conn)
-            while may_read(conn) and len(rbuf) >= 4:
-                if produce_frames is not None and not conn.waiting:
-                    # the Produce requests of this read answered in one call
-                    # (ext/produce_frames.pyx); it stops at a frame for the steps below
-                    consumed, payload, result = produce_frames.serve(rbuf, conn.out,
-                                                                     self.dispatcher.stats)
-                    del rbuf[:consumed]
+            while handed is not None or (may_read(conn) and len(rbuf) >= 4):
+                if handed is not None or (produce_frames is not None and not conn.waiting):
+                    if handed is not None:
+                        (payload, result), handed = handed, None
+                    else:
+                        # the Produce requests of this read answered in one call
+                        # (ext/produce_frames.pyx); it stops at a frame for the steps below
+                        consumed, payload, result = produce_frames.serve(
+                            rbuf, conn.out, self.dispatcher.stats)
+                        del rbuf[:consumed]
                     if payload is not None:
                         header = peek_request_header(payload)
                         conn.waiting.append([header.correlation_id, header.api_key, None])
@@ -598,9 +623,17 @@ class KafkaListener(ListenerDeadlines):
         """The dispatcher's one-pass Produce path over a read's frames, when
         ``conn``'s requests may take it now (produce_frames.pyx's contract:
         not on a SASL listener, no authorizer, no client quota); else None."""
+        if conn.sasl is not None or conn.sasl_raw:
+            return None
+        return self._frames()
+
+    def _frames(self) -> ProduceFrames | None:
+        """The one-pass Produce path when this listener's requests may take
+        it now (no authorizer, no client quota), before the connection's
+        own conditions (``_produce_frames``; kafka_wake.pyx checks them)."""
         dispatcher = self.dispatcher
         answer = dispatcher.frames_at_once.get(_PRODUCE)
-        if (answer is None or conn.sasl is not None or conn.sasl_raw or dispatcher.gate is not None
+        if (answer is None or dispatcher.gate is not None
                 or (dispatcher.quotas is not None and dispatcher.quotas.enabled)):
             return None
         frames = self.produce_frames
@@ -969,50 +1002,14 @@ class KafkaListener(ListenerDeadlines):
             self._process(conn)
 
     def _flush(self, conn: KafkaConnection) -> None:
-        queue, fd = conn.out, conn.fd
         try:
-            # ciphertext TlsConnection still holds goes first; nothing new until it is out
-            blocked = conn.tls and bool(conn.sock.unsent) and not conn.sock.flush()
-            while queue and not blocked:
-                item = queue[0]
-                if type(item) is list:          # [file region, bytes sent so far]
-                    region, sent = item
-                    while sent < region.length:
-                        if conn.tls:
-                            # Retried after SSLWantWrite with the same bytes, as
-                            # OpenSSL requires: the region is immutable.
-                            chunk = os.pread(region.fd, min(TLS_REGION_CHUNK, region.length - sent),
-                                             region.position + sent)
-                            n = conn.sock.send(chunk) if chunk else 0
-                        else:
-                            n = os.sendfile(fd, region.fd, region.position + sent,
-                                            region.length - sent)
-                        if n == 0:
-                            raise OSError(f"segment {region.file.name} ended before the region did")
-                        sent += n
-                        item[1] = sent
-                elif not conn.tls and len(queue) > 1 and type(queue[1]) is not list:
-                    # answers to requests read together (a producer's
-                    # pipelined Produce requests): one write for all of them
-                    if not conn.write_gathered():
-                        break
-                    continue
-                else:
-                    # A fetch answer's header followed by its file region:
-                    # MSG_MORE lets the kernel put both in one segment, so
-                    # the client wakes once for the answer, not twice.
-                    more = not conn.tls and len(queue) > 1 and type(queue[1]) is list
-                    n = conn.sock.send(item, socket.MSG_MORE) if more else conn.sock.send(item)
-                    if n < len(item):
-                        queue[0] = memoryview(item)[n:]
-                        break
-                queue.popleft()
+            conn.write_queue()
         except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
             pass
         except (OSError, ValueError) as exc:   # peer gone, or a segment deleted under the send
             self._close(conn, None if getattr(exc, "errno", None) in (104, 32) else str(exc))
             return
-        if conn.closing and not queue and not (conn.tls and conn.sock.unsent):
+        if conn.closing and not conn.out and not (conn.tls and conn.sock.unsent):
             self._linger(conn)
             return
         self._update_interest(conn)

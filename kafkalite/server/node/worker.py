@@ -644,30 +644,14 @@ class Worker:
 
     def run(self) -> int:
         self._say_hello()
+        # the parts that name a deadline, asked every pass (_next_deadline);
+        # the coordinator's link comes and goes, so it is asked apart
+        self._deadline_parts = [part.next_deadline for part in (
+            self.replica_manager, self.peers, self.fetcher, *self.kafka_listeners, self.native,
+            self.quotas, self.rings)]
         while not self._stop:
             self.rings.arm()
-            deadline = self._next_housekeeping
-            delayed = self.replica_manager.next_deadline()
-            if delayed is not None:
-                deadline = min(deadline, delayed)
-            if self.coordinator is not None:
-                asked = self.coordinator.next_deadline()
-                if asked is not None:
-                    deadline = min(deadline, asked)
-            if self._awaiting_coordinator:
-                deadline = min(deadline, self._awaiting_coordinator[0][0])
-            for due in (self.peers.next_deadline(), self.fetcher.next_deadline()):
-                if due is not None:
-                    deadline = min(deadline, due)
-            if self.replica_manager.led_with_followers:
-                deadline = min(deadline, self._next_isr_check)
-            deadline = min(deadline, self._next_heartbeat)
-            for due in (*(k.next_deadline() for k in self.kafka_listeners),
-                        self.native.next_deadline(), self.quotas.next_deadline(),
-                        self.rings.next_deadline()):
-                if due is not None:
-                    deadline = min(deadline, due)
-            timeout = max(0, int((deadline - time.monotonic()) * 1000) + 1)
+            timeout = max(0, int((self._next_deadline() - time.monotonic()) * 1000) + 1)
             try:
                 events = dict(self.poller.poll(timeout))
             except zmq.ZMQError as exc:
@@ -698,37 +682,67 @@ class Worker:
                     listener.on_events(events)
                     listener.expire()
             self.quotas.tick()
+            # one clock read for the rest of the pass: each part below is
+            # due by deadlines of 10 ms or more
+            now = time.monotonic()
             if self.coordinator is not None:
                 self.coordinator.on_events(events)
-                self.coordinator.expire()
-            self._expire_awaiting_coordinator(time.monotonic())
+                if self.coordinator.in_flight:
+                    self.coordinator.expire(now)
+            self._expire_awaiting_coordinator(now)
             self.peers.on_events(events)
-            self.peers.expire()
-            self.fetcher.tick()
+            if self.peers.in_flight:
+                self.peers.expire(now)
+            self.fetcher.tick(now)
             self.replica_manager.expire()
-            now = time.monotonic()
-            if now >= self._next_heartbeat:
-                self._check_supervisor(now)
-                # from the loop itself: a loop that is stuck (or a process
-                # stopped) stops beating, and its leaderships move
-                self._send_control({"type": "heartbeat", "worker": self.index,
-                                    "acl_version": self.acl_version})
-                self._next_heartbeat = now + HEARTBEAT_INTERVAL_S
-            if now >= self._next_isr_check and self.replica_manager.led_with_followers:
-                self.replica_manager.check_isr(now)
-                self._next_isr_check = now + ISR_CHECK_INTERVAL_S
-            if self.fetcher.stale:
-                stale, self.fetcher.stale = self.fetcher.stale, []
-                self._send_control({"type": "refresh", "worker": self.index, "partitions": [
-                    {"topic": t, "partition": p} for t, p in stale]})
-            proposals = self.replica_manager.isr_proposals()
-            if proposals:
-                self._send_control({"type": "alter_partition", "worker": self.index,
-                                    "partitions": proposals})
-            if time.monotonic() >= self._next_housekeeping:
-                self._housekeeping()
+            self._timers(now)
         self.shutdown()
         return 0
+
+    def _next_deadline(self) -> float:
+        """When the loop must wake at the latest: the nearest of its own
+        timers and of every part's deadlines (each answers from a field or
+        an empty collection when it has nothing to wait for)."""
+        deadline = self._next_housekeeping
+        if self._next_heartbeat < deadline:
+            deadline = self._next_heartbeat
+        if self.replica_manager.led_with_followers and self._next_isr_check < deadline:
+            deadline = self._next_isr_check
+        if self._awaiting_coordinator and self._awaiting_coordinator[0][0] < deadline:
+            deadline = self._awaiting_coordinator[0][0]
+        if self.coordinator is not None:
+            due = self.coordinator.next_deadline()
+            if due is not None and due < deadline:
+                deadline = due
+        for next_deadline in self._deadline_parts:
+            due = next_deadline()
+            if due is not None and due < deadline:
+                deadline = due
+        return deadline
+
+    def _timers(self, now: float) -> None:
+        """The loop's own timers (heartbeat, ISR check, housekeeping) and
+        what the pass left to tell the supervisor."""
+        if now >= self._next_heartbeat:
+            self._check_supervisor(now)
+            # from the loop itself: a loop that is stuck (or a process
+            # stopped) stops beating, and its leaderships move
+            self._send_control({"type": "heartbeat", "worker": self.index,
+                                "acl_version": self.acl_version})
+            self._next_heartbeat = now + HEARTBEAT_INTERVAL_S
+        if now >= self._next_isr_check and self.replica_manager.led_with_followers:
+            self.replica_manager.check_isr(now)
+            self._next_isr_check = now + ISR_CHECK_INTERVAL_S
+        if self.fetcher.stale:
+            stale, self.fetcher.stale = self.fetcher.stale, []
+            self._send_control({"type": "refresh", "worker": self.index, "partitions": [
+                {"topic": t, "partition": p} for t, p in stale]})
+        proposals = self.replica_manager.isr_proposals()
+        if proposals:
+            self._send_control({"type": "alter_partition", "worker": self.index,
+                                "partitions": proposals})
+        if now >= self._next_housekeeping:
+            self._housekeeping()
 
     def shutdown(self) -> None:
         self.replica_manager.purgatory.complete_all()
