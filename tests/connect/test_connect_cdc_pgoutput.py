@@ -36,7 +36,7 @@ def reference(data: bytes, unchanged) -> tuple:
                 n = take("!i")
                 out.append(data[i:i + n])
                 i += n
-        return out
+        return tuple(out)
     kind = take("!c").decode()
     relid = take("!I")
     tag = take("!c").decode()
