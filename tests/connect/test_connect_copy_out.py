@@ -83,3 +83,14 @@ def test_a_row_of_the_wrong_width_is_refused():
     for line in (b"1\t2\n", b"1\t2\t3\t4\n"):
         with pytest.raises(ValueError, match="COPY row"):
             copy_text_rows([line], 3)
+
+
+def test_rows_are_not_tracked_by_the_collector():
+    """The CDC snapshot's rows wait for the offset commit: a row of bytes and
+    None is made untracked, so no collection walks them (issue 75)."""
+    import gc
+
+    from kafkalite._ext.copy_text import copy_text_rows
+    rows = copy_text_rows([b"1\t\\N\tx\n", b"2\tb\tc\n"], 3)
+    assert [list(r) for r in rows] == [[b"1", None, b"x"], [b"2", b"b", b"c"]]
+    assert not [r for r in rows if gc.is_tracked(r)], "rows tracked by the collector"
