@@ -344,7 +344,6 @@ cdef bint _put_text(Buf *b, int kind, bytes raw) except -1:
     return False
 
 
-@cython.final
 cdef inline Py_ssize_t _row_size(object row) except -1:
     """A row's column count: a tuple (pgoutput's and COPY's rows) or a list."""
     if type(row) is tuple:
@@ -361,6 +360,7 @@ cdef inline object _row_item(object row, Py_ssize_t i):
     return <object>PyList_GET_ITEM(row, i)
 
 
+@cython.final
 cdef class EnvelopeWriter:
     """One relation's envelopes and keys (see the module's docstring).
     ``kinds``: a KIND_* per column; ``names``: each column's JSON name and

@@ -22,10 +22,10 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from libc.stdlib cimport free, realloc
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void *o)
-from libc.stdlib cimport free, realloc
 
 
 cdef inline int _hex(unsigned char c) noexcept:
