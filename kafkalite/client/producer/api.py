@@ -307,8 +307,12 @@ class Producer:
             else:
                 partition = self._choose(topic, None)
             chunks = [(partition, None, start) for start in range(0, n, step)]
+        elif (n_parts := self._partitions(topic)) == 1:
+            # a topic of one partition takes every record, whatever its key: the keys'
+            # hashes and the comparison of their partitions would be 10 % of a CDC
+            # task's thread (issue 75)
+            chunks = [(0, None, start) for start in range(0, n, step)]
         else:
-            n_parts = self._partitions(topic)
             parts = partitions_for_keys(keys, n_parts, self._choose_sticky(topic, n_parts))
             first = int(parts[0]) if n else 0
             if n == 1 or not (parts != first).any():
