@@ -105,8 +105,6 @@ FUNCTION_EXCEPTIONS: dict[str, tuple[int, str]] = {
         93, "the console's bounded record read; not split yet"),
     "spark/kafkalite_spark/iceberg_topic.py::read_topic": (
         89, "a batch read over the Iceberg and the Kafka parts of a topic; not split yet"),
-    "kafkalite/client/producer/api.py::Producer.produce_batch": (
-        89, "the bulk path's argument checks before one Cython call; not split yet"),
     "kafkalite/server/node/worker.py::Worker.run": (
         87, "the worker's poll loop; not split yet"),
     "kafkalite/connect/avro_data.py::avro_schema_to_connect": (
