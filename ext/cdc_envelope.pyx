@@ -60,7 +60,8 @@ KIND_TIMESTAMPTZ = 6
 KIND_DATE = 7
 
 # a change: (op, before, before_key_only, after, ts_ms, snapshot, txId, lsn, lsn_commit,
-# change); before/after: pgoutput's column texts (bytes, None, or the UNCHANGED marker)
+# change); before/after: a row of pgoutput's column texts (bytes, None, or the UNCHANGED marker),
+# a tuple (pgoutput.pyx, copy_text.pyx) or a list
 CHANGE = ("op", "before", "before_key_only", "after", "ts_ms", "snapshot", "txId", "lsn",
           "lsn_commit", "change")
 
@@ -343,6 +344,22 @@ cdef bint _put_text(Buf *b, int kind, bytes raw) except -1:
     return False
 
 
+cdef inline Py_ssize_t _row_size(object row) except -1:
+    """A row's column count: a tuple (pgoutput's and COPY's rows) or a list."""
+    if type(row) is tuple:
+        return PyTuple_GET_SIZE(row)
+    if type(row) is list:
+        return PyList_GET_SIZE(row)
+    raise ValueError(f"a row is a tuple or a list, not {type(row).__name__}")
+
+
+cdef inline object _row_item(object row, Py_ssize_t i):
+    """Column ``i`` of a row _row_size has checked and counted past ``i``."""
+    if type(row) is tuple:
+        return <object>PyTuple_GET_ITEM(row, i)
+    return <object>PyList_GET_ITEM(row, i)
+
+
 @cython.final
 cdef class EnvelopeWriter:
     """One relation's envelopes and keys (see the module's docstring).
@@ -409,17 +426,16 @@ cdef class EnvelopeWriter:
         """A ROW of every column; with ``key_only`` null but the key columns."""
         cdef Buf *b = &self.buf
         cdef Py_ssize_t i
-        cdef list row = <list>values
-        if PyList_GET_SIZE(row) != self.ncols:
-            raise ValueError(f"a row of {PyList_GET_SIZE(row)} columns, the relation has "
-                             f"{self.ncols}")
+        cdef Py_ssize_t size = _row_size(values)
+        if size != self.ncols:
+            raise ValueError(f"a row of {size} columns, the relation has {self.ncols}")
         for i in range(self.ncols):
             _put(b, "{" if i == 0 else ",", 1)
             _put_bytes(b, <bytes>self.names[i])
             if key_only and i not in self.key_columns:
                 _put(b, "null", 4)
             else:
-                self._column(i, <object>PyList_GET_ITEM(row, i))
+                self._column(i, _row_item(values, i))
         if self.ncols == 0:
             _put(b, "{", 1)
         _put(b, "}", 1)
@@ -502,7 +518,9 @@ cdef class EnvelopeWriter:
             i = self.key_columns[j]
             _put(b, "{" if j == 0 else ",", 1)
             _put_bytes(b, <bytes>self.names[i])
-            self._column(i, <object>PyList_GET_ITEM(<list>row, i))
+            if i >= _row_size(row):
+                raise ValueError(f"a row of {_row_size(row)} columns, the key's column is {i}")
+            self._column(i, _row_item(row, i))
         if not self.key_columns:
             _put(b, "{", 1)
         _put(b, "}", 1)

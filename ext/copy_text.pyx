@@ -10,11 +10,22 @@ starts an escape: ``\\b \\f \\n \\r \\t \\v`` (the control character), ``\\``
 and a digit (up to three octal digits: that byte), ``\\x`` and up to two hex
 digits (that byte), ``\\`` and any other character (that character).
 
+A row is a tuple, out of the cyclic garbage collector's lists from the
+start (it holds only bytes and None, so it can be in no cycle): the CDC
+snapshot keeps its rows until the worker's offset commit, and a list (or a
+tracked tuple) would be walked by every older-generation collection until
+then (issue 75).
+
 Who calls: any thread; no state.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdlib cimport free, realloc
+
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void *o)
 
 
 cdef inline int _hex(unsigned char c) noexcept:
@@ -77,10 +88,10 @@ cdef object _value(const unsigned char *s, Py_ssize_t n, unsigned char *tmp):
 
 def copy_text_rows(list lines, Py_ssize_t ncols) -> list:
     """Each line (bytes-like: one row, its newline at the end or not) as a
-    list of ``ncols`` values: None or bytes. ValueError for a line of
+    tuple of ``ncols`` values: None or bytes. ValueError for a line of
     another number of columns."""
     cdef list out = []
-    cdef list row
+    cdef tuple row
     cdef Py_buffer view
     cdef Py_ssize_t cap = 0
     cdef unsigned char *tmp = NULL      # a value unescaped (never longer than its line)
@@ -104,25 +115,29 @@ def copy_text_rows(list lines, Py_ssize_t ncols) -> list:
     return out
 
 
-cdef list _row(const unsigned char *s, Py_ssize_t n, Py_ssize_t ncols, unsigned char *tmp):
-    """One line's values (``tmp``: room for the line)."""
-    cdef list row
+cdef tuple _row(const unsigned char *s, Py_ssize_t n, Py_ssize_t ncols, unsigned char *tmp):
+    """One line's values (``tmp``: room for the line), as an untracked tuple."""
+    cdef tuple row
     cdef Py_ssize_t start = 0, i, col = 0
     if n and s[n - 1] == c'\n':
         n -= 1
     if ncols == 0:      # a table of no columns: an empty line a row
         if n:
             raise ValueError("a COPY row of columns, the table has none")
-        return []
-    row = [None] * ncols
+        return ()
+    # a tuple freed half made (an error below) has NULL slots: its dealloc skips them
+    row = PyTuple_New(ncols)
     for i in range(n + 1):
         if i < n and s[i] != c'\t':
             continue
         if col >= ncols:
             raise ValueError(f"a COPY row of more than {ncols} columns")
-        row[col] = _value(s + start, i - start, tmp)
+        v = _value(s + start, i - start, tmp)
+        Py_INCREF(v)            # PyTuple_SET_ITEM takes the reference
+        PyTuple_SET_ITEM(row, col, v)
         col += 1
         start = i + 1
     if col != ncols:
         raise ValueError(f"a COPY row of {col} columns, not {ncols}")
+    PyObject_GC_UnTrack(<void *>row)      # bytes and None only
     return row

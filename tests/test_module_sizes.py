@@ -93,8 +93,6 @@ FUNCTION_EXCEPTIONS: dict[str, tuple[int, str]] = {
         98, "a Streams thread's life, start to close; not split yet"),
     "spark/kafkalite_spark/iceberg_topic.py::read_topic": (
         89, "a batch read over the Iceberg and the Kafka parts of a topic; not split yet"),
-    "kafkalite/client/producer/api.py::Producer.produce_batch": (
-        89, "the bulk path's argument checks before one Cython call; not split yet"),
     "kafkalite/connect/avro_data.py::avro_schema_to_connect": (
         86, "one branch per Avro type, as Kafka's AvroData; not split yet"),
     "kafkalite/client/producer/api.py::Producer.__init__": (

@@ -36,7 +36,7 @@ def reference(data: bytes, unchanged) -> tuple:
                 n = take("!i")
                 out.append(data[i:i + n])
                 i += n
-        return out
+        return tuple(out)
     kind = take("!c").decode()
     relid = take("!I")
     tag = take("!c").decode()
@@ -139,3 +139,26 @@ def test_a_run_of_inserts_and_updates_is_made_into_changes_by_one_call(pglogical
     with pytest.raises(ValueError, match="truncated"):
         change_run([msgs[0], (0, msgs[0][1][:9])], 0, struct.unpack_from("!I", msgs[0][1], 1)[0],
                    UNCHANGED, 0, 0, 0, 0, [])
+
+
+def test_rows_and_changes_are_not_tracked_by_the_collector(pglogical):
+    """A change waits in memory from its poll until the offset commit: its
+    rows and its change tuple hold only bytes, None, ints and strings, so
+    they are made untracked (kafkalite._ext.pgoutput), and no collection
+    walks the hundreds of thousands of them a backlog holds (issue 75)."""
+    import gc
+
+    from kafkalite._ext.pgoutput import change_run
+    from kafkalite.connect.connectors.cdc import UNCHANGED, parse_message
+    msgs = slot_messages(pglogical)
+    rows = [row for m in msgs for row in parse_message(m)[2:]
+            if isinstance(row, (tuple, list))]
+    assert len(rows) >= len(msgs)
+    assert not [r for r in rows if gc.is_tracked(r)], "rows tracked by the collector"
+    pairs = [(1000 + k, m) for k, m in enumerate(msgs)]
+    changes: list = []
+    change_run(pairs, 0, struct.unpack_from("!I", msgs[0], 1)[0], UNCHANGED, 17, 42, 999, 5,
+               changes)
+    assert len(changes) > 1
+    assert not [c for c in changes if gc.is_tracked(c) or gc.is_tracked(c[3])], \
+        "changes tracked by the collector"

@@ -300,29 +300,7 @@ class Producer:
             if len(timestamp) != n:
                 raise ValueError(f"{len(timestamp)} timestamps for {n} values")
         step = self._batch_count
-        chunks = []   # (partition, indices or slice bounds)
-        if partition >= 0 or keys is None:
-            if partition >= 0:
-                self._check_partition(topic, partition)
-            else:
-                partition = self._choose(topic, None)
-            chunks = [(partition, None, start) for start in range(0, n, step)]
-        else:
-            n_parts = self._partitions(topic)
-            parts = partitions_for_keys(keys, n_parts, self._choose_sticky(topic, n_parts))
-            first = int(parts[0]) if n else 0
-            if n == 1 or not (parts != first).any():
-                # one partition (a call of a record or two, at low rates): its
-                # records in order, as slices, with none of the grouping below
-                chunks = [(first, None, start) for start in range(0, n, step)]
-            else:
-                order = np.argsort(parts, kind="stable")   # by partition, in call order
-                ordered = parts[order]
-                cuts = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), n]
-                for lo, hi in zip(cuts, cuts[1:]):
-                    idx = order[lo:hi]
-                    chunks += [(int(ordered[lo]), idx[i:i + step], 0)
-                               for i in range(0, len(idx), step)]
+        chunks = self._chunks(topic, n, keys, partition, step)
         self._wait_for_room(n, 0)
         cap = self._acc.topic_bytes.get(topic, self._batch_bytes)
         built = []
@@ -361,6 +339,40 @@ class Producer:
             self._ready.extend(built)
             self._sticky.pop(topic, None)
         self._wake()
+
+    def _chunks(self, topic, n: int, keys, partition: int, step: int) -> list:
+        """produce_batch's records cut into (partition, indices or None, slice
+        start) chunks of at most ``step``: all to ``partition`` (or a sticky one)
+        without keys, else each to its key's partition, in call order within it."""
+        import numpy as np
+        chunks = []   # (partition, indices or slice bounds)
+        if partition >= 0 or keys is None:
+            if partition >= 0:
+                self._check_partition(topic, partition)
+            else:
+                partition = self._choose(topic, None)
+            chunks = [(partition, None, start) for start in range(0, n, step)]
+        elif (n_parts := self._partitions(topic)) == 1:
+            # a topic of one partition takes every record, whatever its key: the keys'
+            # hashes and the comparison of their partitions would be 10 % of a CDC
+            # task's thread (issue 75)
+            chunks = [(0, None, start) for start in range(0, n, step)]
+        else:
+            parts = partitions_for_keys(keys, n_parts, self._choose_sticky(topic, n_parts))
+            first = int(parts[0]) if n else 0
+            if n == 1 or not (parts != first).any():
+                # one partition (a call of a record or two, at low rates): its
+                # records in order, as slices, with none of the grouping below
+                chunks = [(first, None, start) for start in range(0, n, step)]
+            else:
+                order = np.argsort(parts, kind="stable")   # by partition, in call order
+                ordered = parts[order]
+                cuts = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist(), n]
+                for lo, hi in zip(cuts, cuts[1:]):
+                    idx = order[lo:hi]
+                    chunks += [(int(ordered[lo]), idx[i:i + step], 0)
+                               for i in range(0, len(idx), step)]
+        return chunks
 
     def _wait_for_room(self, n: int, nbytes: int) -> None:
         """Back-pressure for the bulk path: block (serving delivery callbacks)

@@ -184,8 +184,8 @@ def parse_message(data: bytes) -> tuple:
     ("R", relid, schema, table, replident, [(name, type_oid, is_key)]),
     ("Y", oid, schema, name), ("I", relid, new), ("U", relid, old_kind, old, new),
     ("D", relid, old_kind, old), ("T", [relids], options), ("O", lsn, name),
-    ("M", ...) ignored. A tuple: [None (null) | UNCHANGED (unchanged TOAST) |
-    bytes (text form)] per column; old_kind "K" (key columns), "O" (whole
+    ("M", ...) ignored. A row (new, old): a tuple of None (null) | UNCHANGED
+    (unchanged TOAST) | bytes (text form), one per column; old_kind "K" (key columns), "O" (whole
     old row) or None. The changes (I, U, D), one message each, parsed by
     kafkalite._ext.pgoutput. Raises DataException on anything else."""
     data = bytes(data)

@@ -48,7 +48,7 @@ class CopyOut:
                                    f"{msg.decode(errors='replace').strip()}")
 
     def read(self, limit: int) -> list | None:
-        """Up to ``limit`` rows (lists of None or bytes, each column's text),
+        """Up to ``limit`` rows (tuples of None or bytes, each column's text),
         waiting for the first; None once every row was read."""
         from psycopg import pq
         if self.done:

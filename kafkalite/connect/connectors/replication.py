@@ -78,9 +78,12 @@ class ReplicationStream:
         out: list = []
         deadline = None
         get, pg = self.pg.get_copy_data, self.pg
+        # whether libpq's buffer was refilled from the socket since it last gave a message
+        refilled = False
         while len(out) < max_messages:
             n, data = get(1)
             if n > 0:
+                refilled = False
                 kind = data[0]
                 if kind == 0x77:        # 'w'
                     start, end, _ = XLOG_DATA_HEADER.unpack_from(data, 1)
@@ -96,7 +99,15 @@ class ReplicationStream:
                 res = pg.get_result()
                 msg = res.error_message.decode(errors="replace").strip() if res else ""
                 raise ConnectException(f"the replication stream ended: {msg or 'by the server'}")
-            # n == 0: nothing buffered; wait once for the first message, never after it
+            # n == 0: libpq's buffer (one socket read, ~150 changes) is empty. What the
+            # socket holds already is taken too, without waiting: a read handed over per
+            # buffer made a poll -- a produce_batch, a wake of the producer, an offset --
+            # of every ~150 changes of a backlog, not of max.batch.size (issue 75)
+            if not refilled:
+                pg.consume_input()
+                refilled = True
+                continue
+            # nothing in the socket either: wait once for the first message, never after it
             if out:
                 break
             now = time.monotonic()
@@ -106,6 +117,7 @@ class ReplicationStream:
                 break
             wait_readable(pg.socket, deadline - now)
             pg.consume_input()
+            refilled = True
         if time.monotonic() - self._last_status >= STATUS_INTERVAL_S:
             self.send_status()
         return out
