@@ -136,6 +136,12 @@ class SinkTaskContext:
             return None
         return max(high - position, 0)
 
+    def interval_commit(self) -> bool:
+        """kafkalite's own: whether the ``pre_commit`` under way is only the
+        worker's ``offset.flush.interval.ms`` one (not requested, a rebalance's
+        or the stop's), which a sink may let pass (iceberg.py)."""
+        return bool(getattr(self._runner, "interval_commit", False))
+
     def assignment(self) -> list:
         return list(self._runner.assignment)
 
@@ -546,6 +552,7 @@ class WorkerSinkTask(WorkerTask):
         self.current: dict = {}       # (topic, partition) -> next offset, of records put
         self.rewind: dict = {}
         self.commit_requested = False
+        self.interval_commit = False
         dlq = None
         handler = ErrorHandler(self.connector_config, self.connector, self.id)
         if handler.dlq_topic:
@@ -632,8 +639,10 @@ class WorkerSinkTask(WorkerTask):
                 if dlq is not None:
                     dlq.poll(0)
                 if self.commit_requested or time.monotonic() >= next_commit:
+                    # the interval's own commit, which a task may let pass (interval_commit)
+                    self.interval_commit = not self.commit_requested
                     self._commit()
-                    self.commit_requested = False
+                    self.commit_requested = self.interval_commit = False
                     next_commit = time.monotonic() + self.flush_interval
             self._commit()
             if self.assignment:
