@@ -552,7 +552,6 @@ class WorkerSinkTask(WorkerTask):
         self.current: dict = {}       # (topic, partition) -> next offset, of records put
         self.rewind: dict = {}
         self.commit_requested = False
-        self.interval_commit = False
         dlq = None
         handler = ErrorHandler(self.connector_config, self.connector, self.id)
         if handler.dlq_topic:
@@ -639,10 +638,8 @@ class WorkerSinkTask(WorkerTask):
                 if dlq is not None:
                     dlq.poll(0)
                 if self.commit_requested or time.monotonic() >= next_commit:
-                    # the interval's own commit, which a task may let pass (interval_commit)
-                    self.interval_commit = not self.commit_requested
-                    self._commit()
-                    self.commit_requested = self.interval_commit = False
+                    self._commit(interval=not self.commit_requested)
+                    self.commit_requested = False
                     next_commit = time.monotonic() + self.flush_interval
             self._commit()
             if self.assignment:
@@ -746,12 +743,15 @@ class WorkerSinkTask(WorkerTask):
                     raise
                 delay = min(delay * 2, 5.0)
 
-    def _commit(self, only: set | None = None) -> None:
+    def _commit(self, only: set | None = None, interval: bool = False) -> None:
         from kafkalite.client import TopicPartition
         current = {tp: off for tp, off in self.current.items() if only is None or tp in only}
         if not current:
             return
+        # the interval's own commit alone, which a task may let pass (interval_commit)
+        self.interval_commit = interval
         committable = self.task.pre_commit(dict(current)) or {}
+        self.interval_commit = False
         offsets = [TopicPartition(t, p, off) for (t, p), off in committable.items()
                    if (t, p) in self.assignment]
         if offsets:
