@@ -340,6 +340,7 @@ class IcebergSinkTask(SinkTask):
         # (topic, partition) -> ([data files written, not yet in a snapshot], next offset, rows)
         self.staged: dict = {}
         self.deferred = 0          # interval commits let pass in a row (MAX_DEFERRED)
+        self.end_known = False     # the last put knew every partition's lag (pre_commit)
         self.behind = False        # reading a backlog: since open, or a put left records unread
 
     # -- the table --------------------------------------------------------------------
@@ -497,12 +498,17 @@ class IcebergSinkTask(SinkTask):
         if self.buffered >= self.flush_size:
             self._stage()
         lag = getattr(self.context, "current_lag", None)
+        self.end_known = False
         if lag is None or request is None or not keys:
             return
         # every partition the task has, not only this put's: another may still be behind
         assigned = getattr(self.context, "assignment", None)
         keys = set(keys) | set(assigned() if assigned is not None else ())
-        if any(lag(topic, partition) != 0 for topic, partition in keys):
+        lags = [lag(topic, partition) for topic, partition in keys]
+        # a consumer that keeps no end (None) would never see a backlog's end: the
+        # interval's commits are then not let pass (pre_commit)
+        self.end_known = None not in lags
+        if any(n != 0 for n in lags):
             self.behind = True
         elif self.behind and self._pending():
             self.behind = False
@@ -558,7 +564,8 @@ class IcebergSinkTask(SinkTask):
         # Parquet file set, manifests and a catalog commit each) where one does: its
         # end asks for the commit (_after_put). The group's offsets stay the table's.
         interval = getattr(self.context, "interval_commit", None)
-        if self.behind and self.deferred < MAX_DEFERRED and interval is not None and interval():
+        if self.behind and self.end_known and self.deferred < MAX_DEFERRED and \
+                interval is not None and interval():
             self.deferred += 1
         else:
             self.deferred = 0
