@@ -136,6 +136,12 @@ class SinkTaskContext:
             return None
         return max(high - position, 0)
 
+    def interval_commit(self) -> bool:
+        """kafkalite's own: whether the ``pre_commit`` under way is only the
+        worker's ``offset.flush.interval.ms`` one (not requested, a rebalance's
+        or the stop's), which a sink may let pass (iceberg.py)."""
+        return bool(getattr(self._runner, "interval_commit", False))
+
     def assignment(self) -> list:
         return list(self._runner.assignment)
 
@@ -632,7 +638,7 @@ class WorkerSinkTask(WorkerTask):
                 if dlq is not None:
                     dlq.poll(0)
                 if self.commit_requested or time.monotonic() >= next_commit:
-                    self._commit()
+                    self._commit(interval=not self.commit_requested)
                     self.commit_requested = False
                     next_commit = time.monotonic() + self.flush_interval
             self._commit()
@@ -737,12 +743,15 @@ class WorkerSinkTask(WorkerTask):
                     raise
                 delay = min(delay * 2, 5.0)
 
-    def _commit(self, only: set | None = None) -> None:
+    def _commit(self, only: set | None = None, interval: bool = False) -> None:
         from kafkalite.client import TopicPartition
         current = {tp: off for tp, off in self.current.items() if only is None or tp in only}
         if not current:
             return
+        # the interval's own commit alone, which a task may let pass (interval_commit)
+        self.interval_commit = interval
         committable = self.task.pre_commit(dict(current)) or {}
+        self.interval_commit = False
         offsets = [TopicPartition(t, p, off) for (t, p), off in committable.items()
                    if (t, p) in self.assignment]
         if offsets:

@@ -185,6 +185,39 @@ def test_a_backlog_read_to_its_end_is_committed_without_waiting_for_the_flush_in
         connect.close()
 
 
+def test_a_backlog_longer_than_flush_size_is_one_snapshot_of_files_written_as_it_is_read(
+        server, topic_name, sink_name, tmp_path):
+    """A backlog of 300 records read a fetch at a time, ``flush.size`` 100:
+    every 100 buffered records are written as data files (the memory
+    bound), and the backlog's end commits them all in one snapshot, the
+    worker's interval commits meanwhile (every 2 s) let pass. The code
+    before committed a snapshot at each flush.size: three or more."""
+    from connect_helpers import Connect
+    create(server, topic_name, 2)
+    for lo in range(0, 300, 50):        # batches of 25 records a partition: a fetch each
+        produce_rows(server, topic_name, range(lo, lo + 50))
+    cat = catalog(tmp_path)
+    connect = Connect(server, offset_file=tmp_path / "offsets.json",
+                      **{"offset.flush.interval.ms": 2000,
+                         "consumer.max.partition.fetch.bytes": 4096})
+    try:
+        connect.create(sink_name, **sink_config(tmp_path, topic_name, "lake.backlog",
+                                                **{"flush.size": "100"}))
+        wait_until(lambda: sorted(o["offset"]["kafka_offset"] for o in connect.http(
+            "GET", f"/connectors/{sink_name}/offsets").json()["offsets"]) == [150, 150],
+                   timeout=30, message="the group's offsets at the backlog's end")
+        table = cat.load_table("lake.backlog")
+        assert as_tuples(table_rows(cat, "lake.backlog")) == topic_rows(server, topic_name, 300)
+        sizes = [s.summary.additional_properties.get("added-records")
+                 for s in table.metadata.snapshots]
+        assert sizes == ["300"], f"snapshots of {sizes} records"
+        # written in pieces of at most flush.size (100) records as they came, not at the end
+        files = [t.file.record_count for t in table.scan().plan_files()]
+        assert len(files) >= 3 and max(files) <= 100, files
+    finally:
+        connect.close()
+
+
 def test_a_task_keeping_up_with_a_stream_commits_at_the_interval_not_every_poll(
         server, topic_name, sink_name, tmp_path):
     """The other side of the backlog's commit: a task that reads each new

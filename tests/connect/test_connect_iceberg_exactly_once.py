@@ -3,7 +3,10 @@
 process with SIGKILL right after a table commit, before the worker commits
 the consumer group's offsets (CrashingIcebergSinkConnector, below); the
 worker is started again until the topic is in the table. The table must
-end with every record of the topic exactly once.
+end with every record of the topic exactly once. The records come in
+waves, one before each run: a run reads its backlog to the end and commits
+it once (its ``flush.size`` pieces staged as data files meanwhile), so a
+later run needs new rows to commit and be killed after.
 
 The planted fault (``ICEBERG_PLANTED_FAULT=1`` in the worker's environment)
 makes the sink resume from the group's offsets instead of the table's (and
@@ -121,14 +124,16 @@ def test_iceberg_sink_exactly_once_across_kill_9_between_table_and_group_commit(
     crashes = setting("ICEBERG_EOS_CRASHES")
     create(server, topic_name, 2)
     fields = [{"field": "id", "type": "int64", "optional": False}]
-    p = Producer(server.config())
-    for i in range(n):
-        p.produce(topic_name, partition=i % 2, value=envelope(fields, {"id": i}))
-    p.flush(30)
-    p.close()
-    records = {(m.partition(), m.offset()): json.loads(m.value())["payload"]["id"]
-               for m in read_all(server, topic_name, 2, n, timeout=30)}
-    assert len(records) == n
+
+    def produce(wave):
+        p = Producer(server.config())
+        for i in range(wave * n // (crashes + 1), (wave + 1) * n // (crashes + 1)):
+            p.produce(topic_name, partition=i % 2, value=envelope(fields, {"id": i}))
+        p.flush(30)
+        p.close()
+    # a wave of records before each run: a backlog read to its end is one table commit
+    # (iceberg.py), so each run has rows of its own to commit and be killed after
+    produce(0)
     crash_file = tmp_path / "crashes"
     crash_file.write_text(str(crashes))
     cat = sql_catalog("kafkalite", uri=f"sqlite:///{tmp_path}/catalog.db",
@@ -151,6 +156,8 @@ def test_iceberg_sink_exactly_once_across_kill_9_between_table_and_group_commit(
             group = group_offsets(server, sink_name, topic_name)
             windows_hit += any(off > group.get(k, 0) for k, off in ahead.items())
             run += 1
+            if run <= crashes:
+                produce(run)
             proc = start_worker(server, tmp_path, topic_name, sink_name, crash_file, fault, run)
     finally:
         # stopped before the table is read: no commit can come after the check
@@ -162,6 +169,9 @@ def test_iceberg_sink_exactly_once_across_kill_9_between_table_and_group_commit(
                 proc.kill()
                 proc.wait(10)
     assert run == crashes and windows_hit == crashes
+    records = {(m.partition(), m.offset()): json.loads(m.value())["payload"]["id"]
+               for m in read_all(server, topic_name, 2, n, timeout=30)}
+    assert len(records) == n
     problems = check_exactly_once(table_rows(cat, "lake.eos"), records)
     if fault:
         # the planted fault: resuming from the group's offsets rewrites the batches

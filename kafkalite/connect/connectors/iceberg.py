@@ -16,12 +16,21 @@ offsets is the topic itself, offset for offset, so a reader can take the
 copy up to those offsets and the topic after them (kafkalite_spark's
 read_with_history).
 Each commit (the worker's ``pre_commit`` every ``offset.flush.interval.ms``,
-on rebalance and stop, or once ``flush.size`` records are buffered) is one
+on rebalance and stop, or when a backlog has been read to its end) is one
 Iceberg append snapshot: Parquet data files written by pyiceberg from the
 Arrow batch, and, in the same snapshot's summary properties, the next
 Kafka offset of every topic partition the table holds, under
 ``kafka.connect.offsets.<consumer group>`` (JSON ``{topic: {partition:
-offset}}``).
+offset}}``). ``flush.size`` bounds memory, not snapshots: once that many
+records are buffered they are written as data files at once (staged), and
+the next commit's snapshot takes them with the rest. While a task reads a
+backlog (behind since its partitions were assigned, or at its last put)
+it lets the worker's interval commits pass, at most MAX_DEFERRED in a row:
+the backlog's end asks for the commit, so a backlog is one snapshot where
+it was one per flush.size and per interval (SinkTaskContext.interval_commit
+tells the interval's commit from the others). Staged files a task drops
+(its partitions revoked or lost, a crash) are in no snapshot: orphans, as
+a failed commit's files are, for the table's orphan-file cleanup.
 
 Exactly once: when partitions are assigned (start, rebalance) the task
 seeks them to the offsets of the latest snapshot carrying that property
@@ -80,6 +89,7 @@ import logging
 import random
 import re
 import time
+import uuid
 
 from kafkalite.connect import data as cdata
 from kafkalite.connect.api import SinkConnector, SinkTask
@@ -126,7 +136,11 @@ CONFIG = (ConfigDef()
           .define("iceberg.commit.retries", INT, 20, at_least(0),
                   doc="retries of a commit that lost a race with another writer")
           .define("flush.size", INT, 100_000, at_least(1),
-                  doc="buffered records that trigger a commit before the worker's next one"))
+                  doc="buffered records that are written as data files, added to the table "
+                      "by the next commit (the bound on the rows a task holds in memory)"))
+# the worker's interval commits a task reading a backlog lets pass in a row: its
+# commit comes at the backlog's end or, for a long one, every (MAX_DEFERRED + 1)th interval
+MAX_DEFERRED = 4
 
 
 def partition_fields(spec: str) -> list[tuple[str, str]]:
@@ -323,6 +337,10 @@ class IcebergSinkTask(SinkTask):
         self.buffered = 0
         self.base: dict = {}       # (topic, partition) -> next offset, as the table has it
         self.commit_retries = 0    # commits that lost a race and were redone
+        # (topic, partition) -> ([data files written, not yet in a snapshot], next offset, rows)
+        self.staged: dict = {}
+        self.deferred = 0          # interval commits let pass in a row (MAX_DEFERRED)
+        self.end_known = False     # the last put knew every partition's lag (pre_commit)
         self.behind = False        # reading a backlog: since open, or a put left records unread
 
     # -- the table --------------------------------------------------------------------
@@ -407,10 +425,16 @@ class IcebergSinkTask(SinkTask):
         for tp in partitions:
             self.buffers.pop((tp.topic, tp.partition), None)
             self.base.pop((tp.topic, tp.partition), None)
+            # written but in no snapshot: files no reader sees (orphans, as a failed commit's)
+            self.staged.pop((tp.topic, tp.partition), None)
         self._count()
 
     def _count(self) -> None:
         self.buffered = sum(len(run) for b in self.buffers.values() for run in b)
+
+    def _pending(self) -> int:
+        """Rows put and in no snapshot yet: buffered, or staged as data files."""
+        return self.buffered + sum(rows for _, _, rows in self.staged.values())
 
     def put(self, records):
         buffers, base = self.buffers, self.base
@@ -461,7 +485,8 @@ class IcebergSinkTask(SinkTask):
         self._after_put(put)
 
     def _after_put(self, keys) -> None:
-        """A commit once ``flush.size`` records are buffered; and, when a
+        """The buffered rows written as data files once ``flush.size``
+        records are buffered (_stage: memory, not a commit); and, when a
         backlog has just been read to its end (the consumer, behind since
         open or at an earlier put, has now fetched every partition of the
         task up to the end its last fetch saw: current_lag 0), a commit asked of
@@ -471,19 +496,21 @@ class IcebergSinkTask(SinkTask):
         so it still commits at the worker's interval, not every poll."""
         request = getattr(self.context, "request_commit", None)
         if self.buffered >= self.flush_size:
-            self._commit()
-            if request is not None:
-                request()               # the group's offsets follow the table's
-            return
+            self._stage()
         lag = getattr(self.context, "current_lag", None)
+        self.end_known = False
         if lag is None or request is None or not keys:
             return
         # every partition the task has, not only this put's: another may still be behind
         assigned = getattr(self.context, "assignment", None)
         keys = set(keys) | set(assigned() if assigned is not None else ())
-        if any(lag(topic, partition) != 0 for topic, partition in keys):
+        lags = [lag(topic, partition) for topic, partition in keys]
+        # a consumer that keeps no end (None) would never see a backlog's end: the
+        # interval's commits are then not let pass (pre_commit)
+        self.end_known = None not in lags
+        if any(n != 0 for n in lags):
             self.behind = True
-        elif self.behind and self.buffered:
+        elif self.behind and self._pending():
             self.behind = False
             request()
 
@@ -533,7 +560,16 @@ class IcebergSinkTask(SinkTask):
         })
 
     def pre_commit(self, current_offsets):
-        self._commit()
+        # A backlog read in several intervals would otherwise be several snapshots (a
+        # Parquet file set, manifests and a catalog commit each) where one does: its
+        # end asks for the commit (_after_put). The group's offsets stay the table's.
+        interval = getattr(self.context, "interval_commit", None)
+        if self.behind and self.end_known and self.deferred < MAX_DEFERRED and \
+                interval is not None and interval():
+            self.deferred += 1
+        else:
+            self.deferred = 0
+            self._commit()
         return {k: v for k, v in self.base.items() if k in current_offsets}
 
     # -- one commit -------------------------------------------------------------------
@@ -601,15 +637,85 @@ class IcebergSinkTask(SinkTask):
         task last saw it (another task wrote them)."""
         return [k for k in keys if stored.get(k) != self.base.get(k)]
 
-    def _commit(self):
-        from pyiceberg.exceptions import CommitFailedException
+    def _stage(self) -> None:
+        """``flush.size``: each partition's buffered rows written as data
+        files now, freeing the memory they held; the next commit adds the
+        files to its snapshot, so a backlog is one snapshot, not one per
+        ``flush.size``. Columns the table lacks are added first, on their
+        own (evolution on; off, they are left out as a commit leaves them)."""
+        from pyiceberg.io.pyarrow import _dataframe_to_data_files
         keys = [k for k, b in self.buffers.items() if b]
         if not keys:
             return
-        batch = self._batch(keys)
+        batches = {k: self._batch([k]) for k in keys}
+        table = self._load(create_from=batches[keys[0]].schema)
+        for k, batch in batches.items():
+            if self.config["iceberg.tables.evolve-schema-enabled"]:
+                self._evolve(table, batch)
+            # pyiceberg's own writer of an append's files (Transaction.append's)
+            files = list(_dataframe_to_data_files(table.metadata,
+                                                  self._conform(batch, table.schema()),
+                                                  table.io, uuid.uuid4()))
+            had, _, rows = self.staged.get(k, ([], None, 0))
+            last = _last_offset(self.buffers.pop(k)[-1])
+            self.staged[k] = (had + files, last + 1, rows + batch.num_rows)
+        self._count()
+
+    def _evolve(self, table, batch) -> None:
+        """The columns of ``batch`` the table lacks added, in a commit of their own."""
+        from pyiceberg.exceptions import CommitFailedException
+        for attempt in range(self.config["iceberg.commit.retries"] + 1):
+            have = set(table.schema().column_names)
+            if all(n in have for n in batch.column_names):
+                return
+            try:
+                with table.update_schema() as upd:
+                    upd.union_by_name(batch.schema)
+                return
+            except CommitFailedException:
+                if attempt == self.config["iceberg.commit.retries"]:
+                    raise
+                table.refresh()      # another writer moved the table: evolve what it left
+
+    def _append(self, tx, table, batch, keys, props: dict) -> None:
+        """The snapshot of one commit in ``tx``: ``batch`` (the buffered
+        rows, or None) and the data files staged for ``keys``."""
+        files = [f for k in keys for f in self.staged.get(k, ((),))[0]]
+        if batch is not None and self.config["iceberg.tables.evolve-schema-enabled"]:
+            have = set(table.schema().column_names)
+            if any(n not in have for n in batch.column_names):
+                with tx.update_schema() as upd:
+                    upd.union_by_name(batch.schema)
+        if not files:
+            tx.append(self._conform(batch, tx.table_metadata.schema()), snapshot_properties=props)
+            return
+        from pyiceberg.io.pyarrow import _dataframe_to_data_files
+        with tx.update_snapshot(snapshot_properties=props).fast_append() as app:
+            if batch is not None:
+                files += _dataframe_to_data_files(
+                    tx.table_metadata, self._conform(batch, tx.table_metadata.schema()),
+                    table.io, app.commit_uuid)
+            for f in files:
+                app.append_data_file(f)
+
+    def _next_offset(self, key) -> int:
+        """The offset after the last row of ``key`` put: buffered, else staged."""
+        runs = self.buffers.get(key)
+        return _last_offset(runs[-1]) + 1 if runs else self.staged[key][1]
+
+    def _commit(self):
+        from pyiceberg.exceptions import CommitFailedException
+        keys = [k for k, b in self.buffers.items() if b]
+        keys += [k for k in self.staged if k not in keys]
+        if not keys:
+            return
+        batch = self._batch_of(keys)
         retries = self.config["iceberg.commit.retries"]
         for attempt in range(retries + 1):
-            table = self._load(create_from=batch.schema)
+            table = self._load(create_from=None if batch is None else batch.schema)
+            if table is None:
+                raise ConnectException(f"table {self.identifier} is gone: its staged data "
+                                       f"files have no table to go into")
             stored = table_offsets(table, self.group)
             lost = self._fence(stored, keys)
             if lost:
@@ -619,28 +725,23 @@ class IcebergSinkTask(SinkTask):
                             self.identifier, lost)
                 for k in lost:
                     self.buffers.pop(k, None)
+                    self.staged.pop(k, None)
                     if k in stored:
                         self.base[k] = stored[k]
                 self.context.offset({k: stored[k] for k in lost if k in stored})
                 keys = [k for k in keys if k not in lost]
                 if not keys:
                     break
-                batch = self._batch(keys)
+                batch = self._batch_of(keys)
             merged = dict(stored)
             for k in keys:
-                merged[k] = _last_offset(self.buffers[k][-1]) + 1
+                merged[k] = self._next_offset(k)
             doc: dict = {}
             for (t, p), off in sorted(merged.items()):
                 doc.setdefault(t, {})[str(p)] = off
             try:
                 tx = table.transaction()
-                if self.config["iceberg.tables.evolve-schema-enabled"]:
-                    have = set(table.schema().column_names)
-                    if any(n not in have for n in batch.column_names):
-                        with tx.update_schema() as upd:
-                            upd.union_by_name(batch.schema)
-                tx.append(self._conform(batch, tx.table_metadata.schema()),
-                          snapshot_properties={PROPERTY + self.group: json.dumps(doc)})
+                self._append(tx, table, batch, keys, {PROPERTY + self.group: json.dumps(doc)})
                 tx.commit_transaction()
             except CommitFailedException:
                 if attempt == retries:
@@ -653,4 +754,10 @@ class IcebergSinkTask(SinkTask):
             break
         for k in keys:
             self.buffers.pop(k, None)
+            self.staged.pop(k, None)
         self._count()
+
+    def _batch_of(self, keys):
+        """_batch of those of ``keys`` with buffered rows; None where none has."""
+        keys = [k for k in keys if self.buffers.get(k)]
+        return self._batch(keys) if keys else None
