@@ -60,8 +60,6 @@ CLASS_EXCEPTIONS: dict[str, tuple[int, str]] = {
         60, "Kafka's UnifiedLog: one owner of the segment list and the offsets' invariants"),
     "kafkalite/storage/remote/remote_log.py::RemoteLog": (
         55, "as its module: one state of copies, deletes and reads; not split yet"),
-    "kafkalite/connect/herder.py::Herder": (
-        54, "the base of both herders and the standalone mode's herder in one; not split yet"),
     "kafkalite/client/consumer.py::Consumer": (
         53, "confluent-kafka's Consumer API, which users call method by method"),
     "kafkalite/server/replica/replica_manager.py::ReplicaManager": (

@@ -4,8 +4,10 @@ What it is for: moving data between topics and other systems (files,
 SQLite, PostgreSQL) without custom code. Connectors and tasks have Kafka
 Connect's API in snake_case (api.py); a Worker runs their tasks in threads
 with kafkalite's own Producer and Consumer (worker.py); a Herder keeps the
-connectors' configs, states and lifecycle (herder.py) behind Kafka
-Connect's REST API (rest.py). Records pass through converters
+connectors' configs, states and lifecycle (herder.py; its config
+validation connector_validation.py, its KIP-875 offsets endpoints
+connector_offsets.py, a connector's context connector_context.py) behind
+Kafka Connect's REST API (rest.py). Records pass through converters
 (converters.py) and single message transforms (transforms.py) configured
 with Kafka's keys (``key.converter``, ``transforms=...``), with Kafka's error
 tolerance and dead-letter queue (tolerance.py). Source offsets live in a

@@ -17,38 +17,21 @@ request_task_reconfiguration).
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import traceback
 
 from kafkalite.connect import plugins
-from kafkalite.connect.config import (CLASS, INT, LIST, STRING, ConfigDef, ConfigException,
-                                      at_least)
+from kafkalite.connect.config import ConfigDef
 from kafkalite.connect.config_providers import reverse_transform
-from kafkalite.connect.creator import admin_config
+from kafkalite.connect.connector_context import ConnectorContext
+from kafkalite.connect.connector_offsets import ConnectorOffsets
+from kafkalite.connect.connector_validation import ConfigValidation
 from kafkalite.connect.errors import (AlreadyExistsException, BadRequestException,
                                       ConnectException, ForbiddenException, NotFoundException)
-from kafkalite.connect.tolerance import CONFIG as ERRORS_CONFIG
-from kafkalite.connect.transforms import TransformationChain
 from kafkalite.connect.worker import FAILED, PAUSED, RESTARTING, RUNNING, STOPPED, UNASSIGNED
-from kafkalite.errors import GroupIdNotFoundError, NonEmptyGroupError, UnknownMemberIdError
 
 log = logging.getLogger("kafkalite.connect")
-
-COMMON = (ConfigDef()
-          .define("name", STRING, doc="the connector's unique name", group="Common")
-          .define("connector.class", CLASS, doc="Kafka's class name or a Python path",
-                  group="Common")
-          .define("tasks.max", INT, 1, at_least(1), group="Common")
-          .define("key.converter", CLASS, None, group="Common")
-          .define("value.converter", CLASS, None, group="Common")
-          .define("header.converter", CLASS, None, group="Common")
-          .define("transforms", LIST, [], group="Transforms")
-          .define("predicates", LIST, [], group="Predicates"))
-SINK = (ConfigDef().define("topics", LIST, [], group="Common")
-        .define("topics.regex", STRING, "", group="Common"))
-
 
 def initial_target(initial_state: str | None) -> str:
     """KIP-980's initial_state as a target state."""
@@ -57,90 +40,6 @@ def initial_target(initial_state: str | None) -> str:
         raise BadRequestException(f"initial_state {initial_state!r}: use RUNNING, PAUSED or "
                                   f"STOPPED")
     return targets[initial_state]
-
-
-# KIP-875's answers to an offsets change, as Kafka's: the connector's
-# alter_offsets hook said it has handled what it keeps itself, or did not
-ALTERED = "The offsets for this connector have been altered successfully"
-RESET = "The offsets for this connector have been reset successfully"
-_FRAMEWORK_ONLY = ("The Connect framework-managed offsets for this connector have been {0} "
-                   "successfully. However, if this connector manages offsets externally, "
-                   "they will need to be manually {0} in the system that the connector uses.")
-
-
-def offsets_answer(reset: bool, handled: bool) -> str:
-    """The message of a successful PATCH (``reset`` False) or DELETE /offsets."""
-    if handled:
-        return RESET if reset else ALTERED
-    return _FRAMEWORK_ONLY.format("reset" if reset else "altered")
-
-
-def ask_connector(name: str, config: dict, offsets) -> bool:
-    """KIP-875: the connector's own ``alter_offsets`` hook, asked before the
-    framework writes anything, on a new instance of its class (the
-    connector is stopped; Kafka makes one too). ``offsets``: a source
-    connector's [(partition, offset or None)], a sink connector's
-    {TopicPartition: offset or None}; None is a reset. Its answer picks the
-    message (offsets_answer); an exception from it refuses the change (500,
-    as Kafka's ConnectException), and nothing is written."""
-    try:
-        return bool(plugins.connector_class(config["connector.class"])().alter_offsets(
-            dict(config), offsets))
-    except Exception as e:  # noqa: BLE001 -- a plugin's refusal, whatever its type
-        raise ConnectException(f"Failed to modify offsets for connector {name}: the connector "
-                               f"refused: {e}") from e
-
-
-def sink_offsets_of(offsets: list[dict]) -> dict:
-    """{TopicPartition: offset} of a PATCH body's sink connector offsets
-    (400 for any other shape, or a null offset: one partition alone cannot
-    be reset)."""
-    from kafkalite.client import TopicPartition
-    out = {}
-    for o in offsets:
-        p = o["partition"]
-        try:
-            topic, part = p["kafka_topic"], int(p["kafka_partition"])
-            off = o.get("offset")
-            if off is None:
-                raise BadRequestException("resetting one sink partition (a null offset) is "
-                                          "not supported; DELETE /offsets resets them all")
-            out[TopicPartition(topic, part)] = int(off["kafka_offset"])
-        except (KeyError, TypeError, ValueError):
-            raise BadRequestException(
-                "sink connector offsets are {\"partition\": {\"kafka_topic\", "
-                "\"kafka_partition\"}, \"offset\": {\"kafka_offset\"}}: " + json.dumps(o)
-            ) from None
-    return out
-
-
-def not_stopped(name: str) -> BadRequestException:
-    """Kafka's 400 for an offsets change of a connector that is not STOPPED
-    (or, in distributed mode, still has task configs)."""
-    return BadRequestException(
-        "Connectors must be in the STOPPED state before their offsets can be modified. "
-        "This can be done for the specified connector by issuing a 'PUT' request to "
-        f"the '/connectors/{name}/stop' endpoint")
-
-
-def tasks_not_stopped(what: str, name: str) -> BadRequestException:
-    """Kafka's 400 when a sink connector's consumer group still has members
-    (its tasks are stopping, or it was resumed meanwhile): safe to retry."""
-    return BadRequestException(
-        f"Failed to {what} consumer group offsets for connector {name} either because its "
-        "tasks haven't stopped completely yet or the connector was resumed before the request "
-        f"to {what} its offsets could be successfully completed. If the connector is in a "
-        "stopped state, this operation can be safely retried")
-
-
-def check_offsets(offsets) -> None:
-    """The shape of a PATCH /offsets body's ``offsets`` (400 otherwise)."""
-    if not isinstance(offsets, list) or not offsets:
-        raise BadRequestException("The offsets to be altered must be a non-empty list "
-                                  "of {\"partition\": ..., \"offset\": ...}")
-    for o in offsets:
-        if not isinstance(o, dict) or not isinstance(o.get("partition"), dict):
-            raise BadRequestException(f"Each offset needs a \"partition\" object: {o!r}")
 
 
 def restart_plan(status: dict, include_tasks: bool, only_failed: bool) -> tuple:
@@ -155,19 +54,6 @@ def restart_plan(status: dict, include_tasks: bool, only_failed: bool) -> tuple:
     for i in plan_tasks:
         status["tasks"][i]["state"] = RESTARTING
     return plan_conn, plan_tasks
-
-
-class BadConfig(BadRequestException):
-    """A connector config with errors; ``errors`` is {key: [messages]}."""
-
-    def __init__(self, errors: dict, plugin: str | None = None):
-        n = sum(len(v) for v in errors.values())
-        lines = "\n".join(m for v in errors.values() for m in v)
-        super().__init__(
-            f"Connector configuration is invalid and contains the following {n} error(s):\n"
-            f"{lines}\nYou can also find the above list of errors at the endpoint "
-            f"`/connector-plugins/{{connectorType}}/config/validate`")
-        self.errors = errors
 
 
 class WorkerConnector:
@@ -185,123 +71,18 @@ class WorkerConnector:
         self.generation = -1        # distributed mode: the group generation it started in
 
 
-class ConnectorContext:
-    def __init__(self, herder, name):
-        self._herder, self._name = herder, name
-        # the files the connector may name (file_access.py)
-        self.file_access = herder.worker.file_access
-
-    def request_task_reconfiguration(self) -> None:
-        threading.Thread(target=self._herder.reconfigure, args=(self._name,), daemon=True).start()
-
-    def raise_error(self, exc: Exception) -> None:
-        self._herder._connector_failed(self._name, exc)
-
-
 # KIP-1017's WorkerStatus messages, as Kafka's worker words them
 HEALTHY = "Worker has completed startup and is ready to handle requests."
 STARTING = "Worker is still starting up."
 UNHEALTHY = "Worker was unable to handle this request and may be unable to handle other requests."
 
 
-class Herder:
+class Herder(ConfigValidation, ConnectorOffsets):
     def __init__(self, worker):
         self.worker = worker
         self._lock = threading.RLock()
         self._connectors: dict[str, WorkerConnector] = {}
         worker.on_task_end = lambda task: None
-
-    # ---- validation -----------------------------------------------------------------------
-
-    def validate(self, config: dict) -> dict:
-        """Kafka's ConfigInfos: {name, error_count, groups, configs: [{definition, value}]}."""
-        config = {k: str(v) if not isinstance(v, str) else v for k, v in config.items()}
-        cls_name = config.get("connector.class")
-        if not cls_name:
-            raise BadRequestException("Connector config "
-                                      f"{json.dumps(config)} contains no connector type")
-        try:
-            cls = plugins.connector_class(cls_name)
-        except ConnectException as e:
-            raise BadRequestException(str(e)) from None
-        inst = cls()
-        # a connector's validate may ask its context (which files this worker lets it name)
-        inst.initialize(ConnectorContext(self, config.get("name")))
-        defs = COMMON.merge(ERRORS_CONFIG)
-        if getattr(cls, "TYPE", None) == "sink":
-            defs = defs.merge(SINK)
-        values = defs.validate(config)
-        own = inst.config_def()
-        try:
-            values += inst.validate(config)
-        except Exception as e:  # noqa: BLE001 -- a plugin's validate failing is a config error
-            values.append({"name": "connector.class", "value": cls_name, "errors": [str(e)],
-                           "recommended_values": [], "visible": True})
-        by_name = {v["name"]: v for v in values}
-        self._framework_checks(cls, config, by_name)
-        configs = []
-        for v in by_name.values():
-            d = (own if v["name"] in own.keys else defs).definition(v["name"]) \
-                if v["name"] in own.keys or v["name"] in defs.keys else \
-                {"name": v["name"], "type": "STRING", "required": False, "default_value": None,
-                 "importance": "MEDIUM", "documentation": "", "group": None, "width": "NONE",
-                 "display_name": v["name"], "dependents": [], "order": -1}
-            configs.append({"definition": d, "value": v})
-        groups = []
-        for c in configs:
-            g = c["definition"]["group"]
-            if g and g not in groups:
-                groups.append(g)
-        return {"name": cls.__name__ if cls_name not in plugins.CONNECTORS else cls_name,
-                "error_count": sum(len(c["value"]["errors"]) for c in configs),
-                "groups": groups, "configs": configs}
-
-    @staticmethod
-    def _framework_checks(cls, config, by_name):
-        def add(name, msg):
-            v = by_name.setdefault(name, {"name": name, "value": config.get(name), "errors": [],
-                                          "recommended_values": [], "visible": True})
-            v["errors"].append(msg)
-        try:
-            TransformationChain(config)
-        except ConfigException as e:
-            add(e.name, str(e))
-        except ConnectException as e:
-            add("transforms", str(e))
-        if getattr(cls, "TYPE", None) == "sink":
-            has_topics = bool(config.get("topics", "").strip())
-            has_regex = bool(config.get("topics.regex", "").strip())
-            if has_topics == has_regex:
-                add("topics", "Must configure one and only one of topics or topics.regex")
-            dlq = config.get("errors.deadletterqueue.topic.name", "").strip()
-            if dlq and dlq in [t.strip() for t in config.get("topics", "").split(",")]:
-                add("errors.deadletterqueue.topic.name",
-                    f"The DLQ topic '{dlq}' may not be included in the list of topics "
-                    f"('topics=...') consumed by the connector")
-        from kafkalite.connect.converters import CONVERTERS, Converter
-        for key in ("key.converter", "value.converter"):
-            if config.get(key):
-                try:
-                    plugins.load_class(config[key], CONVERTERS, Converter)
-                except ConnectException as e:
-                    add(key, f"Invalid value {config[key]} for configuration {key}: {e}")
-
-    def _checked(self, name: str, config: dict) -> dict:
-        """The config with string values and its name, validated (BadConfig)."""
-        config = {k: str(v) if not isinstance(v, str) else v for k, v in config.items()}
-        config.setdefault("name", name)
-        if config["name"] != name:
-            raise BadRequestException("Connector name configuration (" + config["name"] +
-                                      ") doesn't match connector name in the URL (" + name + ")")
-        self._check(name, config)
-        return config
-
-    def _check(self, name: str, config: dict) -> None:
-        info = self.validate(config)
-        errors = {c["value"]["name"]: c["value"]["errors"] for c in info["configs"]
-                  if c["value"]["errors"]}
-        if errors:
-            raise BadConfig(errors)
 
     # ---- reads ----------------------------------------------------------------------------
 
@@ -629,110 +410,3 @@ class Herder:
         with self._lock:
             for c in self._connectors.values():
                 self._shutdown(c)
-
-    # ---- offsets (KIP-875) -----------------------------------------------------------------
-
-    def _sink_group(self, name):
-        return f"connect-{name}"
-
-    def _connector_config_or_none(self, name) -> dict | None:
-        c = self._connectors.get(name)
-        return None if c is None else c.config
-
-    def _admin_config(self, name) -> dict:
-        """The admin client of a connector's offsets endpoints: the worker's
-        settings with the connector's ``admin.override.*``, so it acts as the
-        connector's creator (creator.py), as Kafka's does."""
-        return admin_config(self.worker.client_config,
-                            self._connector_config_or_none(name) or {})
-
-    def offsets(self, name) -> dict:
-        with self._lock:
-            c = self._get(name)
-            if c.kind == "source":
-                return self._source_offsets(name)
-        return self._sink_offsets(name)
-
-    def _source_offsets(self, name) -> dict:
-        return {"offsets": [{"partition": p, "offset": o}
-                            for p, o in self.worker.offsets.offsets_of(name)]}
-
-    def _sink_offsets(self, name) -> dict:
-        from kafkalite.connect.clients import AdminClient
-        admin = AdminClient(self._admin_config(name))
-        try:
-            tps = admin.list_consumer_group_offsets(self._sink_group(name)).result()
-        except Exception:   # noqa: BLE001 -- no group yet: no offsets
-            tps = []
-        finally:
-            admin.close()
-        return {"offsets": [{"partition": {"kafka_topic": tp.topic,
-                                           "kafka_partition": tp.partition},
-                             "offset": {"kafka_offset": tp.offset}}
-                            for tp in tps if tp.offset >= 0]}
-
-    def _require_stopped(self, c):
-        if c.target != "STOPPED":
-            raise not_stopped(c.name)
-
-    def alter_offsets(self, name, offsets: list[dict]) -> str:
-        with self._lock:
-            c = self._get(name)
-            self._require_stopped(c)
-            check_offsets(offsets)
-            if c.kind == "source":
-                pairs = [(o["partition"], o.get("offset")) for o in offsets]
-                handled = ask_connector(name, c.config, pairs)
-                self.worker.offsets.put(name, pairs)
-            else:
-                wanted = sink_offsets_of(offsets)
-                handled = ask_connector(name, c.config, wanted)
-                self._alter_sink(name, wanted)
-            return offsets_answer(False, handled)
-
-    def _alter_sink(self, name, wanted: dict):
-        """``wanted``: {TopicPartition: offset} (sink_offsets_of)."""
-        from kafkalite.client import TopicPartition
-        from kafkalite.connect.clients import AdminClient
-        tps = [TopicPartition(tp.topic, tp.partition, off) for tp, off in wanted.items()]
-        admin = AdminClient(self._admin_config(name))
-        try:
-            admin.alter_consumer_group_offsets(self._sink_group(name), tps).result()
-        except (NonEmptyGroupError, UnknownMemberIdError):
-            raise tasks_not_stopped("alter", name) from None
-        finally:
-            admin.close()
-
-    def _reset_sink(self, name):
-        """Kafka's reset of a sink connector's offsets: its consumer group deleted."""
-        from kafkalite.connect.clients import AdminClient
-        admin = AdminClient(self._admin_config(name))
-        try:
-            admin.delete_consumer_groups([self._sink_group(name)])[
-                self._sink_group(name)].result()
-        except GroupIdNotFoundError:
-            pass
-        except (NonEmptyGroupError, UnknownMemberIdError):
-            raise tasks_not_stopped("reset", name) from None
-        finally:
-            admin.close()
-
-    def reset_offsets(self, name) -> str:
-        with self._lock:
-            c = self._get(name)
-            self._require_stopped(c)
-            if c.kind == "source":
-                pairs = [(p, None) for p, _ in self.worker.offsets.offsets_of(name)]
-                handled = ask_connector(name, c.config, pairs)
-                self.worker.offsets.put(name, pairs)
-            else:
-                handled = ask_connector(name, c.config, self._sink_reset_map(name))
-                self._reset_sink(name)
-            return offsets_answer(True, handled)
-
-    def _sink_reset_map(self, name) -> dict:
-        """{TopicPartition: None} for each partition the sink's group has an
-        offset for: what a reset hands the connector's hook."""
-        from kafkalite.client import TopicPartition
-        return {TopicPartition(o["partition"]["kafka_topic"], o["partition"]["kafka_partition"]):
-                None for o in self._sink_offsets(name)["offsets"]}

@@ -15,8 +15,8 @@ import time
 
 from kafkalite.connect.distributed.leader_duties import fence_producers
 from kafkalite.connect.errors import NotFoundException
-from kafkalite.connect.herder import (ask_connector, check_offsets, not_stopped, offsets_answer,
-                                      sink_offsets_of)
+from kafkalite.connect.connector_offsets import (ask_connector, check_offsets, not_stopped,
+                                                 offsets_answer, sink_offsets_of)
 
 log = logging.getLogger("kafkalite.connect")
 
