@@ -31,6 +31,7 @@ import subprocess
 import pytest
 
 import bytecode
+import durations
 from harness import ServerProcess
 
 # Bytecode written and read beside the sources by every process of the
@@ -64,6 +65,10 @@ def pytest_configure(config):
     if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", 0) and \
             config.getoption("dist", "no") != "no":
         bytecode.warm(config, [config.rootpath / "kafkalite", config.rootpath / "tests"])
+    # each xdist group's seconds into tests/durations.json, when asked
+    if os.environ.get("KAFKALITE_TEST_DURATIONS"):
+        config.pluginmanager.register(
+            durations.DurationsWriter(os.environ["KAFKALITE_TEST_DURATIONS"]), "durations_writer")
     # the CPU seconds of each test file, when asked (tests/cpu_report.py)
     if os.environ.get("KAFKALITE_TEST_CPU"):
         from cpu_report import CpuReport
@@ -188,26 +193,6 @@ def group_name(topic_name):
     return "g" + topic_name[1:]
 
 
-# The xdist groups that take longest (a minute or more of one process in a
-# full run: the SparkSession's tests, the README walk's heavier pages, the
-# tiered faults, clusters, kill loops, the benchmark smokes that start
-# peers), by prefix, the longest first (CI's runs of 2026-11-29: Spark's
-# group 4 minutes, the walk 6-8 minutes of one process before its pages had
-# groups of their own, schema-registry's 88-132 s the longest page, the
-# tiered faults over 3 minutes); pyproject.toml's --no-loadscope-reorder
-# keeps this order (xdist's own puts the groups of most tests first).
-# `--durations=30` shows when to add one.
-LONGEST_GROUPS = (
-    "spark", "readme_walk-docs-schema-registry", "tests/server/test_tiered_faults.py",
-    "readme_walk-docs-iceberg-topics", "readme_walk-docs-spark", "readme_walk",
-    "tests/server/test_cluster_", "tests/server/test_replication.py",
-    "tests/server/test_tiered_remote_reads.py",
-    "tests/streams/test_bench_streams_smoke.py", "tests/server/test_share_groups.py",
-    "tests/benchmarks/test_harness.py", "bench-harness", "tests/benchmarks/test_bench_",
-    "share_confluent", "acls", "security", "tests/server/test_quotas.py",
-)
-
-
 @pytest.hookimpl(tryfirst=True)     # before xdist's, which reads the groups
 def pytest_collection_modifyitems(config, items):
     # items that are not test functions (a module skipped at collection, as
@@ -232,15 +217,13 @@ def pytest_collection_modifyitems(config, items):
         elif (item.get_closest_marker("processes") is None
               and PROCESS_FIXTURES.isdisjoint(item.fixturenames)):
             item.add_marker(pytest.mark.unit)
-    # xdist hands the groups out in this order as processes come free: the
-    # longest first, in LONGEST_GROUPS' order, so that none of them starts
-    # last and holds up the end
-    def first(item):
-        group = item.get_closest_marker("xdist_group")
-        name = group.args[0] if group is not None and group.args else ""
-        return next((i for i, prefix in enumerate(LONGEST_GROUPS) if name.startswith(prefix)),
-                    len(LONGEST_GROUPS))
-    items.sort(key=first)
+    # xdist hands the groups out in this order as processes come free
+    # (pyproject.toml's --no-loadscope-reorder keeps it): the longest first,
+    # by tests/durations.json (tests/durations.py says why and how it is
+    # refreshed), so that none of them starts last and holds up the end;
+    # the short groups after them in collection order (the sort is stable)
+    seconds = durations.load()
+    items.sort(key=lambda item: -seconds.get(durations.group_of(item), 0.0))
 
 
 @pytest.fixture(autouse=True)

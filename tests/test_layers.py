@@ -37,6 +37,7 @@ unit-tier test (tests/conftest.py), with nothing to install.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,9 +182,9 @@ def _ours(name: str) -> str | None:
     return None
 
 
-def _imports_of(module: str, path: Path) -> tuple[list[Import], dict[str, str], ast.Module]:
-    """The module's imports of ours, the local names bound to our modules,
-    and its tree."""
+def _imports_of(module: str, path: Path) -> tuple[list[Import], list[Import]]:
+    """The module's imports of ours, and its uses of a private attribute of
+    one of our modules bound to a local name (``x._y``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     file = path.relative_to(ROOT).as_posix()
@@ -199,8 +200,12 @@ def _imports_of(module: str, path: Path) -> tuple[list[Import], dict[str, str], 
         if target is not None and target != module:
             found.append(Import(file, line, module, target, name))
 
+    attributes = []         # (line, name, attribute): ``name`` is bound by the end of the walk
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and _private(node.attr)):
+            attributes.append((node.lineno, node.value.id, node.attr))
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 add(node.lineno, alias.name, asname=alias.asname)
         elif isinstance(node, ast.ImportFrom):
@@ -219,11 +224,23 @@ def _imports_of(module: str, path: Path) -> tuple[list[Import], dict[str, str], 
             for key in node.args[1].keys:
                 if isinstance(key, ast.Constant) and isinstance(key.value, str):
                     add(key.lineno, key.value)
-    return found, bound, tree
+    private = [Import(file, line, module, bound[name], attr)
+               for line, name, attr in attributes if name in bound]
+    return found, private
 
 
-_READ = {module: _imports_of(module, path) for module, path in MODULES.items()}
-IMPORTS = [imp for found, _, _ in _READ.values() for imp in found]
+@functools.cache
+def _read() -> dict[str, tuple[list[Import], list[Import]]]:
+    """Every module's imports and private attribute uses, read once, when a
+    test first asks: not at import, which every pytest-xdist worker does at
+    collection (3.3 CPU-s each) whether or not it runs these tests; and no
+    tree is kept (a worker holding every module's tree, about 900,000
+    objects, made each of its full garbage collections 0.5 s longer)."""
+    return {module: _imports_of(module, path) for module, path in MODULES.items()}
+
+
+def _imports() -> list[Import]:
+    return [imp for found, _ in _read().values() for imp in found]
 
 
 def _part(module: str) -> str:
@@ -257,7 +274,7 @@ def test_every_part_of_kafkalite_has_a_layer():
 
 def test_imports_follow_the_layers():
     wrong, used = [], set()
-    for imp in IMPORTS:
+    for imp in _imports():
         src, dst = _part(imp.source), _part(imp.target)
         if src not in LAYERS:       # test_every_part_of_kafkalite_has_a_layer says so
             continue
@@ -277,7 +294,7 @@ def test_imports_follow_the_layers():
 def test_server_folders_import_only_the_folders_below():
     level = {folder: i for i, folder in enumerate(SERVER_FOLDERS)}
     wrong, used = [], set()
-    for imp in IMPORTS:
+    for imp in _imports():
         src, dst = _server_folder(imp.source), _server_folder(imp.target)
         if src is None or dst is None or src == dst or level[dst] < level[src]:
             continue
@@ -338,7 +355,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[set[str]]:
 def test_server_folders_make_no_new_cycle():
     edges: dict[str, set[str]] = {folder: set() for folder in SERVER_FOLDERS}
     where: dict[tuple[str, str], Import] = {}
-    for imp in IMPORTS:
+    for imp in _imports():
         src, dst = _server_folder(imp.source), _server_folder(imp.target)
         if src is not None and dst is not None and src != dst:
             edges[src].add(dst)
@@ -357,7 +374,7 @@ def test_server_folders_make_no_new_cycle():
 def test_no_module_imports_itself_back():
     edges: dict[str, set[str]] = {module: set() for module in MODULES}
     where: dict[tuple[str, str], Import] = {}
-    for imp in IMPORTS:
+    for imp in _imports():
         edges[imp.source].add(imp.target)
         where.setdefault((imp.source, imp.target), imp)
     wrong, seen = [], set()
@@ -381,15 +398,8 @@ def _private(name: str | None) -> bool:
 
 def _private_uses() -> list[Import]:
     """``from x import _y``, and ``x._y`` where x names a module of ours."""
-    uses = [imp for imp in IMPORTS if _private(imp.name)]
-    for module, path in MODULES.items():
-        _, bound, tree = _READ[module]
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id in bound and _private(node.attr)):
-                uses.append(Import(path.relative_to(ROOT).as_posix(), node.lineno, module,
-                                   bound[node.value.id], node.attr))
-    return uses
+    return ([imp for imp in _imports() if _private(imp.name)]
+            + [use for _, private in _read().values() for use in private])
 
 
 def test_no_private_name_is_taken_from_another_folder():

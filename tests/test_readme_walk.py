@@ -295,7 +295,7 @@ def _left_out(page: str) -> dict[str, str]:
 # Each page's walk in an xdist group of its own: a page shares nothing with
 # another (its own directory, network namespace and /tmp), and one after
 # another on one xdist worker they were 6-8 minutes of a full run, its longest
-# group; the heavier pages go out first (conftest.LONGEST_GROUPS)
+# group; the heavier pages go out first (tests/durations.json)
 @pytest.mark.parametrize("page", [
     pytest.param(w, marks=pytest.mark.xdist_group(f"readme_walk-{w.id}"), id=w.id)
     for w in PAGE_WALKS if any(b.runs for b in w.blocks)])
