@@ -36,9 +36,6 @@ MODULE_EXCEPTIONS: dict[str, tuple[int, str]] = {
     "kafkalite/server/replica/replica_manager.py": (
         1235, "ReplicaManager is Kafka's class of that name, where a worker's data APIs meet "
               "its partitions, purgatory and fetchers; its class is listed below too"),
-    "kafkalite/storage/remote/remote_log.py": (
-        1168, "copies, deletes, reads and the shared metadata's claim change the same entries "
-              "and copier futures; the leadership part (lead .. _maybe_refresh) is next to go"),
     "kafkalite/server/network/kafka_listener.py": (
         1015, "a connection's states (reading, TLS, SASL, ordered answers, throttling, "
               "closing) act on the same socket and buffers"),
@@ -59,8 +56,6 @@ MODULE_EXCEPTIONS: dict[str, tuple[int, str]] = {
 CLASS_EXCEPTIONS: dict[str, tuple[int, str]] = {
     "kafkalite/storage/log.py::PartitionLog": (
         60, "Kafka's UnifiedLog: one owner of the segment list and the offsets' invariants"),
-    "kafkalite/storage/remote/remote_log.py::RemoteLog": (
-        55, "as its module: one state of copies, deletes and reads; not split yet"),
     "kafkalite/client/consumer.py::Consumer": (
         53, "confluent-kafka's Consumer API, which users call method by method"),
     "kafkalite/server/replica/replica_manager.py::ReplicaManager": (

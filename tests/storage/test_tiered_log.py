@@ -534,8 +534,8 @@ def test_kafkalite_verify_takes_the_remote_start_for_the_log_start(tiered, clock
 
 
 def test_the_remote_read_cache_keeps_within_its_bytes(tiered, clock, monkeypatch):
-    from kafkalite.storage.remote import remote_log
-    monkeypatch.setattr(remote_log, "CACHED_BYTES", 1500, raising=False)   # one ~1 KB segment
+    from kafkalite.storage.remote import remote_log, remote_reads
+    monkeypatch.setattr(remote_reads, "CACHED_BYTES", 1500)   # one ~1 KB segment
     plog = tiered()
     _fill(plog, clock)
     before = _raw(plog)

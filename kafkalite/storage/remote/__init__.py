@@ -10,8 +10,10 @@ remote store and read back from it once their local copies are gone.
   remote store written by the leader and fenced by leader epoch (the part
   of Kafka's ``__remote_log_metadata`` kafkalite needs);
 - remote_log.py: the partition's side of Kafka's RemoteLogManager: what to
-  copy, what remote segments total retention deletes, reads below the local
-  log start offset, and the per-topic counts of copies and reads;
+  copy, what remote segments total retention deletes, and the per-topic
+  counts of copies and reads; its reads below the local log start offset
+  are remote_reads.py's, a replica's claim of the shared metadata
+  remote_leadership.py's (both parts of its RemoteLog);
 - store_backoff.py: how one kind of a partition's store calls is faring:
   the backoff after a failure and the two lines an outage is logged as;
 - remote_log_reader.py: Kafka's RemoteLogReader pool, the threads that

@@ -1,11 +1,9 @@
 """A tiered partition's remote side (the per-partition part of Kafka's
 RemoteLogManager: its copy task, its expiration task and its reads).
 
-One module of about 1,170 lines, with reason for now: the copies, the
-deletes, the reads and the claim of the shared metadata all change the
-same entries and wait on the same copier-thread futures; the leadership
-part (``lead`` to ``_maybe_refresh``) is the next to go to a module of its
-own, with the state it owns.
+The shared metadata's claim (``lead``, ``follow`` and what they call) is
+remote_leadership.py's and the reads below the local log start are
+remote_reads.py's: both are parts of RemoteLog, which inherits them.
 
 The partition log (log.py) owns one RemoteLog when its topic has
 ``remote.storage.enable=true`` and the broker a remote store, and calls it
@@ -99,75 +97,39 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import contextlib
 import itertools
 import logging
 import os
 import shutil
-import time
 from typing import Callable
 
-from kafkalite.errors import KafkaStorageError
 from kafkalite.storage import producer_snapshot
-from kafkalite.storage.config import LogConfig
-from dataclasses import replace
-
 from kafkalite.storage.leader_epoch import decode as decode_epochs, encode as encode_epochs
 from kafkalite.storage.remote.copier import COPIER as _copier, METADATA_THREAD as _metadata_thread
-from kafkalite.storage.remote.copier import after as _after, due_for_copy, reserve
+from kafkalite.storage.remote.copier import after as _after, due_for_copy
 from kafkalite.storage.remote.metadata import (RemoteAuxState, RemoteLogMetadataFile,
                                                RemoteLogSegmentMetadata, RemoteLogSegmentState)
-from kafkalite.storage.remote.metadata_store import (RemoteLogMetadataFenced,
-                                                     SharedRemoteLogMetadata, partition_key)
+from kafkalite.storage.remote.metadata_store import SharedRemoteLogMetadata
 from kafkalite.storage.remote.remote_log_deleter import NODE_DELETER
 from kafkalite.storage.remote.remote_topic_stats import REMOTE_TOPIC_STATS, RemoteTopicStats
 from kafkalite.storage.remote.store_backoff import REFUSED, StoreBackoff
 from kafkalite.storage.remote.storage_manager import (LogSegmentData, RemoteLogSegmentId,
                                                       RemoteStorageError, RemoteStorageManager)
-from kafkalite.storage.segment import (INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment,
-                                       segment_path)
+from kafkalite.storage.remote.remote_leadership import RemoteLeadership
+# RemoteReadPending: the fetch paths take it from here, where RemoteLog's reads raise it
+from kafkalite.storage.remote.remote_reads import RemoteReadPending, RemoteReads  # noqa: F401
+from kafkalite.storage.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_path
 from kafkalite.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
-
-class RemoteReadPending(Exception):
-    """A read needs a remote segment that is being downloaded in the
-    background; ``key`` is the purgatory key its completion wakes."""
-
-    def __init__(self, key):
-        super().__init__(key)
-        self.key = key
-
 REMOTE_CACHE_DIR = "remote-log-cache"
-CACHED_SEGMENTS = 4             # remote segments kept fetched for reads, at most,
-CACHED_BYTES = 1 << 30          # and their bytes (the segment being read is always kept)
-CACHED_TXN_INDEXES = 1024      # remote segments' transaction indexes kept fetched alone
-TXN_INDEXES_AHEAD = 8           # a read_committed walk's next indexes downloaded beside one
-READ_AHEAD_SEGMENTS = 2         # remote segments downloaded ahead of a background read
-_FETCH_CHUNK = 8 << 20          # bytes per ranged fetch when filling the cache
 COPIES_QUEUED = 16              # a partition's copies in flight on the copier pool, at most
 DELETES_QUEUED = 16             # store deletes of a partition handed to the copier at once
-FOLLOWER_REFRESH_S = 1.0        # a follower behind on what is copied reads the shared metadata
-FOLLOWER_IDLE_REFRESH_S = 30.0  # at most this often, one that is not at most this often
-# how far along an entry is, for merging two views of one (a claim)
-_RANK = {RemoteLogSegmentState.COPY_SEGMENT_STARTED: 0,
-         RemoteLogSegmentState.COPY_SEGMENT_FINISHED: 1,
-         RemoteLogSegmentState.DELETE_SEGMENT_STARTED: 2,
-         RemoteLogSegmentState.DELETE_SEGMENT_FINISHED: 3}
-
 S = RemoteLogSegmentState
 
 
-class _IndexOnly:
-    """What segments_from yields for a segment: its transaction index."""
-    __slots__ = ("txn_index",)
-
-    def __init__(self, txn_index: TransactionIndex):
-        self.txn_index = txn_index
-
-
-class RemoteLog:
+class RemoteLog(RemoteLeadership, RemoteReads):
     def __init__(self, directory: str, name: str, storage: RemoteStorageManager,
                  clock: Callable[[], int], replicated: bool = False):
         self.directory = directory
@@ -287,231 +249,6 @@ class RemoteLog:
         self._delete_abandoned(wait=False)
         # and those of partitions deleted here before a stop (delete_all)
         NODE_DELETER.resume(os.path.dirname(os.path.normpath(self.directory)), self.storage)
-
-    # ---- leadership (the shared metadata) --------------------------------------------------
-
-    def lead(self, leader_epoch: int, topic_id=None) -> None:
-        """This replica leads at ``leader_epoch``: the newest shared version
-        is read (on the metadata thread) and claimed at the next
-        ``copy_segments`` before anything is copied or deleted."""
-        self._bind(topic_id)
-        if self._leading and self._epoch == leader_epoch and not self._fenced:
-            return
-        self._leading, self._epoch = True, leader_epoch
-        self._claimed = self._fenced = self._reservation_listed = False
-        self._reservation = None        # a claim abandons what an earlier one listed
-        self._claim = None
-
-    def follow(self, topic_id=None) -> None:
-        """This replica follows: it copies nothing more (those under way
-        finish, under the epoch it led at, unless a newer leader wrote
-        since), and takes the shared metadata's word on what is remote."""
-        self._bind(topic_id)
-        self._leading = self._claimed = False
-        self._claim = None
-
-    def _bind(self, topic_id) -> None:
-        if self._shared is None:
-            self._shared = SharedRemoteLogMetadata(self.storage,
-                                                   partition_key(self.partition, topic_id))
-
-    def _read_newest(self):
-        """Copier thread: the newest shared version."""
-        newest = self._shared.latest()
-        if newest is not None:
-            self._version = max(self._version, newest.version)
-        return newest
-
-    def _try_claim(self, wait: bool) -> bool:
-        """Whether this leader holds the partition's metadata: its newest
-        shared version read, merged with what this replica knows, and
-        written under this leader's epoch (any older leader's write after
-        that is refused)."""
-        if self._claimed:
-            return True
-        if self._claim is None:
-            if not (wait or self._reads_tried.due()):
-                return False
-            self._claim = _metadata_thread.submit(self._read_newest)
-        if wait:
-            concurrent.futures.wait([self._claim])
-        if not self._claim.done():
-            return False
-        claim, self._claim = self._claim, None
-        try:
-            newest = claim.result()
-        except Exception as exc:
-            self._reads_tried.failed(exc)
-            return False
-        self._reads_tried.succeeded()
-        if newest is not None and newest.leader_epoch > self._epoch:
-            log.warning("%s: the remote log metadata was written at leader epoch %d, newer "
-                        "than this leader's %d: nothing copied", self.name,
-                        newest.leader_epoch, self._epoch)
-            self._fenced = True
-            return False
-        self.metadata.replace(self._merge(newest))
-        if newest is not None:
-            self._shared_highest = max((s.end_offset for s in newest.segments
-                                        if s.state is S.COPY_SEGMENT_FINISHED), default=-1)
-        else:
-            # nothing shared yet: what this replica's own file says (a log
-            # tiered before the metadata was shared) is published now
-            self._shared_highest = -1
-        self._claimed = True
-        self._publish_now(claim=True)
-        log.info("%s: leads the remote log metadata at epoch %d (version %s, %d remote "
-                 "segment(s))", self.name, self._epoch,
-                 "none" if newest is None else newest.version, len(self.metadata.segments))
-        return True
-
-    def _merge(self, newest) -> list[RemoteLogSegmentMetadata]:
-        """What a new leader takes: the shared entries (or, with none shared
-        yet, this replica's own file), each as far along as this replica
-        knows it went if it wrote it and nobody wrote since; copies started
-        and not under way here are abandoned (DELETE_SEGMENT_STARTED: their
-        objects deleted): a former leader's, or a crash's."""
-        now = self._clock()
-        in_flight = {m.id for _, m in self._copying}
-        local = {m.id: m for m in self.metadata.all}
-        if newest is None:
-            entries = dict(local)
-        else:
-            entries = {m.id: m for m in newest.segments}
-            nobody_since = newest.leader_epoch <= self._epoch
-            for m in list(entries.values()):
-                mine = local.get(m.id)
-                if mine is not None and m.id in self._mine and nobody_since \
-                        and _RANK[mine.state] > _RANK[m.state]:
-                    entries[m.id] = mine
-            if nobody_since:
-                for m in local.values():
-                    if m.id in self._mine and m.id not in entries:
-                        entries[m.id] = m
-        for m in list(entries.values()):
-            if m.state is S.COPY_SEGMENT_STARTED and m.id not in in_flight:
-                entries[m.id] = replace(m, state=S.DELETE_SEGMENT_STARTED, event_timestamp=now)
-        return sorted(entries.values(), key=lambda s: s.base_offset)
-
-    def _changed(self) -> None:
-        """The entries changed here: the shared metadata follows (one write;
-        while the writes back off, or within a copier pass, the next one,
-        which takes this change too)."""
-        if self._shared is None:
-            return          # a log on its own: its file, written already, is all
-        if self._deferring:
-            self._owed = True
-            return
-        if self._writes_tried.failing and not self._writes_tried.due():
-            self._publish_needed = True
-            return
-        self._publish_now()
-
-    def _publish_now(self, claim: bool = False) -> None:
-        self._publish_needed = False        # owed no more: written now, or nothing to write
-        self._owed = False
-        if self._shared is None or self._epoch is None or self._fenced:
-            return
-        if not (self._leading and self._claimed) and not (self._copying or self._mine):
-            return
-        snapshot = self.metadata.all
-        if self._leading and self._claimed:
-            # listed ahead: the next copy needs no write of its own (copier.py)
-            self._reservation = reserve(self._reservation, snapshot, self.partition,
-                                        self._clock())
-            self._reservation_listed = True
-            snapshot += (self._reservation,)
-        if self._leading:
-            self._mine.update(m.id for m in snapshot if m.state is not S.COPY_SEGMENT_FINISHED)
-        # the copies handed over before this write: they follow earlier writes only
-        running = [f for f, _ in self._copying] + list(self._abandoned_copies.values())
-        self._publish = _metadata_thread.submit(self._write_version, self._epoch, snapshot,
-                                                claim, running)
-
-    def _write_version(self, epoch: int, snapshot, claim: bool, running) -> int:
-        """Metadata thread: ``snapshot`` as the next shared version; returns
-        the last offset it says is copied. Refused (fenced), the copies this
-        replica made that the newer leader does not list as copied are
-        deleted here, once the ``running`` ones ended (each waits on an
-        earlier write only, done by now: no deadlock): no orphan."""
-        try:
-            self._version = self._shared.publish(epoch, snapshot, self._version)
-        except RemoteLogMetadataFenced:
-            concurrent.futures.wait(running)
-            newest = self._shared.latest()
-            keep = {m.id for m in (newest.segments if newest else ())
-                    if m.state is S.COPY_SEGMENT_FINISHED}
-            for m in snapshot:
-                if m.id in self._mine and m.id not in keep:
-                    self.storage.delete_log_segment_data(self._segment_id(m), m.base_offset)
-            raise
-        if claim:
-            self._shared.delete_below(self._version)
-        return max((m.end_offset for m in snapshot if m.state is S.COPY_SEGMENT_FINISHED),
-                   default=-1)
-
-    def _poll_publish(self, wait: bool) -> None:
-        publish = self._publish
-        if publish is None or not (wait or publish.done()):
-            return
-        try:
-            self._shared_highest = publish.result()
-            self._writes_tried.succeeded()
-        except RemoteLogMetadataFenced as exc:
-            log.warning("%s: deposed: %s; its copies under way are abandoned", self.name, exc)
-            self._fenced = True
-            self._publish = None
-            for future, _ in self._copying:
-                future.cancel()
-            self._copying.clear()
-            self._mine.clear()
-            self._refreshed_at = 0.0
-        except Exception as exc:
-            self._writes_tried.failed(exc)
-            self._publish = None
-            self._publish_needed = True
-
-    def _maybe_refresh(self, wait: bool = False, segments=()) -> None:
-        """A follower (or a deposed leader) takes the newest shared version,
-        read on the metadata thread (Kafka's RLMFollowerTask): its highest
-        remote offset is what its local retention deletes up to. So it is
-        read at most every FOLLOWER_REFRESH_S while the last of the log's
-        rolled ``segments`` ends past that offset (a new version would let
-        retention go on), and otherwise only every FOLLOWER_IDLE_REFRESH_S
-        (the remote segments the leader's retention deleted, for the cache
-        and the remote sizes): the store's LISTs are per partition."""
-        if self._shared is None or self._leading:
-            return
-        if self._refresh is None:
-            behind = bool(segments) and segments[-1].next_offset - 1 > self._shared_highest
-            every = FOLLOWER_REFRESH_S if behind else FOLLOWER_IDLE_REFRESH_S
-            if time.monotonic() - self._refreshed_at < every and not wait:
-                return
-            self._refreshed_at = time.monotonic()
-            self._refresh = _metadata_thread.submit(self._read_newest)
-        if wait:
-            concurrent.futures.wait([self._refresh])
-        if not self._refresh.done() or self._copying or self._deleting:
-            return      # its own copies' entries are its to finish first
-        refresh, self._refresh = self._refresh, None
-        try:
-            newest = refresh.result()
-        except Exception as exc:
-            self._reads_tried.failed(exc)
-            return
-        self._reads_tried.succeeded()
-        if newest is None:
-            return
-        self._take(newest.segments)
-
-    def _take(self, segments) -> None:
-        """A follower takes ``segments``, the shared metadata's, as its entries."""
-        self._mine.clear()
-        self.metadata.replace(segments)
-        self._shared_highest = max((s.end_offset for s in segments
-                                    if s.state is S.COPY_SEGMENT_FINISHED), default=-1)
-        for meta_id in [i for i in self._cache if all(s.id != i for s in segments)]:
-            self._cache.pop(meta_id).delete()
 
     # ---- a follower below its leader's local log start ---------------------------------------
 
@@ -863,278 +600,6 @@ class RemoteLog:
                                    metadata=None if self._shared is None else self._shared.key)
         self._release()
 
-    # ---- read -----------------------------------------------------------------------------
-
-    def segment_for(self, offset: int) -> LogSegment | None:
-        """The remote segment holding ``offset`` as a readable local segment
-        (fetched into the cache if it is not there), None when no remote
-        segment holds it."""
-        meta = self.metadata.find(offset)
-        if meta is None:
-            return None
-        seg = self._cached(meta)
-        if self._reader is not None:
-            self._read_ahead(meta)
-        return seg
-
-    def _read_ahead(self, meta: RemoteLogSegmentMetadata) -> None:
-        """A read served from ``meta``'s segment, in the background: start
-        downloading the next READ_AHEAD_SEGMENTS remote segments too, so
-        that a consumer reading on finds them there (or under way) instead
-        of waiting a whole download at each segment boundary. Two, not
-        one: a download from S3 takes longer than the consumer's read of a
-        cached segment, and the reader's threads make two at once; the
-        cache keeps four (the one read, the one before, two ahead)."""
-        ahead = 0
-        for following in self.metadata.segments:
-            if following.base_offset <= meta.end_offset:
-                continue
-            if ahead == READ_AHEAD_SEGMENTS:
-                return
-            ahead += 1
-            if following.id in self._cache:
-                continue
-            key = ("remote-read", self.directory, "segment", following.id)
-            if key not in self._reading and key not in self._read_failed:
-                future = self._reader.submit(self, key, self.fetch_segment, following)
-                if future is None:
-                    return          # the reader is full: reads first
-                self._reading[key] = (future, following, self._put_segment)
-
-    def segments_from(self, offset: int):
-        """The remote segments from the one holding ``offset`` on that may
-        hold aborted transactions, each with an object whose ``txn_index``
-        is its transaction index (for the aborted transactions of a read:
-        the index alone is fetched, unless the segment is cached whole).
-        A segment copied with an empty index (``txn_idx_empty``) is passed
-        over without a request to the store: a walk over a topic without
-        transactions costs nothing, however many segments are remote."""
-        wanted = [m for m in self.metadata.segments
-                  if m.end_offset >= offset and m.txn_idx_empty is not True]
-        for i, meta in enumerate(wanted):
-            ahead = wanted[i + 1:i + 1 + TXN_INDEXES_AHEAD]
-            yield meta, _IndexOnly(self._txn_index(meta, ahead))
-
-    @contextlib.contextmanager
-    def reading_in_background(self, reader):
-        """Reads made within download what they need on ``reader``'s threads
-        (a RemoteLogReader), raising RemoteReadPending meanwhile."""
-        self._reader = reader
-        try:
-            yield
-        finally:
-            self._reader = None
-
-    def _cached(self, meta: RemoteLogSegmentMetadata) -> LogSegment:
-        seg = self._cache.get(meta.id)
-        if seg is None:
-            self._download(("segment", meta.id), self.fetch_segment, self._put_segment, meta)
-            seg = self._cache[meta.id]      # the newest entry: never the one evicted
-        self._cache.move_to_end(meta.id)
-        return seg
-
-    def _txn_index(self, meta: RemoteLogSegmentMetadata, ahead=()) -> TransactionIndex:
-        seg = self._cache.get(meta.id)
-        if seg is not None:
-            return seg.txn_index
-        index = self._txn_indexes.get(meta.id)
-        if index is None:
-            if self._reader is not None:
-                # the walk may go on past this one: the next indexes download
-                # beside it, not one wake-up of the read after another
-                for later in ahead:
-                    if not self._txn_index_ahead(later):
-                        break
-            self._download(("txn", meta.id), self.fetch_txn_index, self._put_txn_index, meta)
-            index = self._txn_indexes[meta.id]
-        self._txn_indexes.move_to_end(meta.id)
-        return index
-
-    def _txn_index_ahead(self, meta: RemoteLogSegmentMetadata) -> bool:
-        """Start downloading ``meta``'s transaction index on the reader, if
-        it is not there or under way; False when the reader is full."""
-        key = ("remote-read", self.directory, "txn", meta.id)
-        if meta.id in self._cache or meta.id in self._txn_indexes or key in self._reading \
-                or key in self._read_failed:
-            return True
-        future = self._reader.submit(self, key, self.fetch_txn_index, meta)
-        if future is None:
-            return False
-        self._reading[key] = (future, meta, self._put_txn_index)
-        return True
-
-    def _download(self, what: tuple, fetch, install, meta: RemoteLogSegmentMetadata) -> None:
-        """Have ``fetch(meta)`` (a download) made and its result put in place
-        by ``install(meta, result)``: now, on this thread, or, reading in
-        the background, on the reader's threads (RemoteReadPending until
-        ``finish_read``). One download of ``what`` at a time; a failed
-        background one raises at the next read that needs it."""
-        key = ("remote-read", self.directory, *what)
-        entry = self._reading.get(key)
-        failed = self._read_failed.pop(key, None)
-        if failed is not None:
-            raise failed
-        if self._reader is not None:
-            if entry is None:
-                future = self._reader.submit(self, key, fetch, meta)
-                if future is not None:      # else the reader is full: the read waits it out
-                    self._reading[key] = (future, meta, install)
-            raise RemoteReadPending(key)
-        if entry is not None:
-            # a reader's download of it: waited for, not made twice
-            concurrent.futures.wait([entry[0]])
-            self.finish_read(key)
-            failed = self._read_failed.pop(key, None)
-            if failed is not None:
-                raise failed
-            return
-        try:
-            result = fetch(meta)
-        except Exception:
-            REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.FETCH_ERRORS)
-            raise
-        self._count_read(result)
-        install(meta, result)
-
-    def _count_read(self, result) -> None:
-        if isinstance(result, LogSegment):      # a transaction index alone is not counted
-            REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.FETCH_BYTES, result.size)
-
-    def finish_read(self, key: tuple) -> None:
-        """A reader's download ended (owner's thread): its result is put in
-        place, unless the segment was deleted meanwhile; a failure is kept
-        for the next read that needs it. Once per download."""
-        entry = self._reading.pop(key, None)
-        if entry is None:
-            return
-        future, meta, install = entry
-        if future.cancelled():
-            return
-        exc = future.exception()
-        if exc is not None:
-            REMOTE_TOPIC_STATS.add(self.topic, RemoteTopicStats.FETCH_ERRORS)
-            self._read_failed[key] = exc if isinstance(exc, KafkaStorageError) else \
-                KafkaStorageError(f"{self.name}: a remote read failed: {exc}")
-            return
-        self._count_read(future.result())
-        if all(s.id != meta.id for s in self.metadata.segments):
-            future.result().delete()
-        else:
-            install(meta, future.result())
-
-    def _put_segment(self, meta: RemoteLogSegmentMetadata, seg: LogSegment) -> None:
-        if meta.id in self._cache:
-            seg.delete()
-            return
-        self._cache[meta.id] = seg
-        while len(self._cache) > 1 and (len(self._cache) > CACHED_SEGMENTS or sum(
-                s.size for s in self._cache.values()) > CACHED_BYTES):
-            _, old = self._cache.popitem(last=False)
-            old.delete()        # a FileRegion read from it keeps its file open
-
-    def _put_txn_index(self, meta: RemoteLogSegmentMetadata, index: TransactionIndex) -> None:
-        if meta.id in self._txn_indexes:
-            index.delete()
-            return
-        self._txn_indexes[meta.id] = index
-        while len(self._txn_indexes) > CACHED_TXN_INDEXES:
-            _, old = self._txn_indexes.popitem(last=False)
-            old.delete()
-
-    def _wait_for_reads(self) -> None:
-        for key, (future, _, _) in list(self._reading.items()):
-            future.cancel()
-            concurrent.futures.wait([future])
-            self._reading.pop(key, None)
-            if not future.cancelled() and future.exception() is None:
-                future.result().delete()
-
-    def fetch_txn_index(self, meta: RemoteLogSegmentMetadata) -> TransactionIndex:
-        """Download ``meta``'s transaction index alone (empty when it has
-        none) into the cache directory (any thread: only its own file)."""
-        data = None if meta.txn_idx_empty else self.storage.fetch_index(
-            self._segment_id(meta), meta.base_offset, "TRANSACTION")
-        directory = os.path.join(self._cache_dir, "txn")
-        path = os.path.join(directory, meta.id + TXN_INDEX_SUFFIX)
-        if data:
-            os.makedirs(directory, exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data)
-        return TransactionIndex(path, meta.base_offset)
-
-    def fetch_segment(self, meta: RemoteLogSegmentMetadata) -> LogSegment:
-        """Download ``meta``'s segment into the cache directory and open it
-        (on the owner's thread or a reader's: it touches only its own files).
-        A store that can link its file there (a directory store on the same
-        file system) is read in place: no byte of the ``.log`` is copied, and
-        the link keeps the file whole if the store deletes the copy while it
-        is read; the indexes, small, are fetched."""
-        sid = self._segment_id(meta)
-        os.makedirs(self._cache_dir, exist_ok=True)
-        base = meta.base_offset
-        log_path = segment_path(self._cache_dir, base, LOG_SUFFIX)
-        link = getattr(self.storage, "link_log_segment", None)
-        seg = None
-        try:
-            linked = link is not None and link(sid, base, log_path)
-            if not linked:
-                self._fetch_log(sid, meta, log_path)
-            for kind, suffix in (("OFFSET", INDEX_SUFFIX), ("TIMESTAMP", TIME_INDEX_SUFFIX),
-                                 ("TRANSACTION", TXN_INDEX_SUFFIX)):
-                if kind == "TRANSACTION" and meta.txn_idx_empty:
-                    continue        # never uploaded (_prepare_copy)
-                data = self.storage.fetch_index(sid, base, kind)
-                if data is not None:
-                    with open(segment_path(self._cache_dir, base, suffix), "wb") as f:
-                        f.write(data)
-            seg = LogSegment(self._cache_dir, base, LogConfig())
-            if seg.load_state() is not None:
-                if linked:
-                    # recovery cuts a damaged tail off the file, which is the
-                    # store's: it works on a copy of its own
-                    seg.close()
-                    seg = None
-                    _unshare(log_path)
-                    seg = LogSegment(self._cache_dir, base, LogConfig())
-                seg.recover(salvage=False)
-        except BaseException:
-            if seg is not None:
-                seg.close()
-            for path in (log_path, log_path + ".copy", *(
-                    segment_path(self._cache_dir, base, suffix)
-                    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))):
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
-            raise
-        return seg
-
-    def _fetch_log(self, sid: RemoteLogSegmentId, meta: RemoteLogSegmentMetadata,
-                   path: str) -> None:
-        with open(path, "wb") as f:
-            position = 0
-            while position < meta.size:
-                chunk = self.storage.fetch_log_segment(
-                    sid, meta.base_offset, position, min(position + _FETCH_CHUNK, meta.size))
-                if not chunk:
-                    break
-                f.write(chunk)
-                position += len(chunk)
-
-    def offset_for_timestamp(self, timestamp: int, log_start_offset: int,
-                             below: int) -> tuple[int, int] | None:
-        """ListOffsets by timestamp over the remote segments below ``below``
-        (the local log start): the first record at or after the timestamp."""
-        for meta in self.metadata.segments:
-            if meta.base_offset >= below:
-                break
-            if meta.max_timestamp >= timestamp and meta.end_offset >= log_start_offset:
-                found = self._cached(meta).find_offset_by_timestamp(timestamp, log_start_offset)
-                if found is not None:
-                    return found
-        return None
-
     def close(self) -> None:
         try:        # the copies in flight end, whatever their outcome
             self._finish_copies(wait=True)
@@ -1159,10 +624,3 @@ class RemoteLog:
         self._cache.clear()
         self._txn_indexes.clear()
         shutil.rmtree(self._cache_dir, ignore_errors=True)
-
-
-def _unshare(path: str) -> None:
-    """Replace ``path``, a link to a file of the store, by a copy of it."""
-    tmp = path + ".copy"
-    shutil.copyfile(path, tmp)
-    os.replace(tmp, path)
