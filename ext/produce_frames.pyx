@@ -57,6 +57,7 @@ docs/performance.md).
 cimport cython
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, \
     PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memcmp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
@@ -69,13 +70,14 @@ from wire_c cimport KL_ATTR_TRANSACTIONAL, KL_OFF_ATTRIBUTES, KL_OFF_RECORDS_COU
 
 from kafkalite._ext.leader_append cimport Appended, append_batch
 from kafkalite._ext.log_state cimport PartitionState
-from kafkalite._ext.produce_wire cimport (MAX_ROWS, ONE_ANSWER_BYTES, OneProduce, ProduceHead,
+from kafkalite._ext.produce_wire cimport (MAX_ROWS, MORE_ROWS, ONE_ANSWER_BYTES, OneProduce, ProduceHead,
                                          ProduceRow, read_one_produce, read_produce_rows,
                                          rows_answer_bytes, write_one_answer, write_rows_answer)
 from kafkalite.errors import KafkaError
 
 cdef enum:
     PRODUCE = 0
+    STACK_ROWS = 128        # a request of more partitions reads into rows on the heap
     SIZE_BYTES = 4          # the frame's size prefix
     # api_key int16, api_version int16, correlation_id int32: what the
     # listener peeks of a frame handed back (peek_request_header)
@@ -296,19 +298,40 @@ cdef object _answer_rows(rm, bytearray payload, no_response, general, rows_slowl
     # answers the request from there on (rows: [(topic ordinal, name,
     # index, Partition, records view, answer or None)], the first without
     # an answer the one append_batch left; refusal: its KafkaError or None).
+    # room for the common request on the stack; a bigger one's on the heap
+    cdef ProduceRow few[STACK_ROWS]
+    cdef int64_t few_offsets[3 * STACK_ROWS]
     cdef ProduceHead head
-    cdef ProduceRow rows[MAX_ROWS]
-    cdef int64_t offsets[3 * MAX_ROWS]
+    cdef const char* p = PyByteArray_AS_STRING(payload)
+    cdef Py_ssize_t size = PyByteArray_GET_SIZE(payload)
+    cdef Py_ssize_t n = read_produce_rows(<const uint8_t*>p, size, &head, few, STACK_ROWS)
+    if n != MORE_ROWS:
+        return _answer_rows_in(rm, payload, no_response, general, rows_slowly, &head, few,
+                               few_offsets, n)
+    cdef ProduceRow* rows = <ProduceRow*>PyMem_Malloc(
+        MAX_ROWS * (sizeof(ProduceRow) + 3 * sizeof(int64_t)))
+    if rows == NULL:
+        raise MemoryError()
+    try:
+        n = read_produce_rows(<const uint8_t*>p, size, &head, rows, MAX_ROWS)
+        return _answer_rows_in(rm, payload, no_response, general, rows_slowly, &head, rows,
+                               <int64_t*>(rows + MAX_ROWS), n)
+    finally:
+        PyMem_Free(rows)
+
+
+cdef object _answer_rows_in(rm, bytearray payload, no_response, general, rows_slowly,
+                            ProduceHead* h, ProduceRow* rows, int64_t* offsets, Py_ssize_t n):
+    # _answer_rows of ``n`` rows read (0 or MORE_ROWS: not taken), room for their offsets
+    cdef ProduceHead head = h[0]
     cdef Appended done
     cdef const char* p = PyByteArray_AS_STRING(payload)
-    cdef Py_ssize_t n = read_produce_rows(<const uint8_t*>p, PyByteArray_GET_SIZE(payload),
-                                          &head, rows)
     cdef Py_ssize_t j
     cdef int acks
     cdef PartitionState part
     cdef char* start
     cdef char* end
-    if n == 0:
+    if n <= 0:
         return general(rm, payload)
     acks = head.acks
     if acks != 1 and acks != 0 and acks != -1:

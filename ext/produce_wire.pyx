@@ -258,11 +258,11 @@ def read_produce(payload):
 
 
 cdef Py_ssize_t read_produce_rows(const uint8_t* p, Py_ssize_t size, ProduceHead* head,
-                                  ProduceRow* rows) noexcept:
-    """``read_produce`` of a request of 1..MAX_ROWS partitions, each topic
+                                  ProduceRow* rows, Py_ssize_t room) noexcept:
+    """``read_produce`` of a request of 1..``room`` partitions, each topic
     with at least one, into ``head`` and ``rows`` (positions in ``p``, no
-    Python object): the number of rows; 0 for any other frame,
-    ``read_produce``'s to read or refuse."""
+    Python object): the number of rows; MORE_ROWS for such a request of
+    more, 0 for any other frame, ``read_produce``'s to read or refuse."""
     cdef Reader r
     cdef int64_t version, correlation_id, acks, topics, partitions, n, t, i
     cdef Py_ssize_t count = 0, name_at
@@ -281,8 +281,10 @@ cdef Py_ssize_t read_produce_rows(const uint8_t* p, Py_ssize_t size, ProduceHead
         name_at = r.pos
         r.pos += n
         partitions = read_length(&r, flexible, 4)
-        if partitions < 1 or partitions > MAX_ROWS - count or partitions > r.end - r.pos:
+        if partitions < 1 or partitions > r.end - r.pos:
             return 0
+        if partitions > room - count:
+            return MORE_ROWS
         for i in range(partitions):
             if not has(&r, 4):
                 return 0

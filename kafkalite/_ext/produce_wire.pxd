@@ -32,7 +32,8 @@ cdef char* write_one_answer(char* start, int version, int correlation_id, const 
 
 # A request of several partitions (the native producer's: the partitions a
 # worker leads whose batches were ready), read into rows without a Python
-# object: the head's fields and one row per partition, in request order.
+# object: the head's fields and one row per partition, in request order
+# (``rows`` has room for ``room`` of them, at most MAX_ROWS).
 cdef struct ProduceHead:
     int32_t version
     int32_t correlation_id
@@ -47,11 +48,15 @@ cdef struct ProduceRow:
 
 
 cdef enum:
-    MAX_ROWS = 64                   # more partitions: read_produce's (Python objects)
+    # more partitions: read_produce's (Python objects). A producer behind
+    # sends one batch run of every partition the worker leads: all 100 of
+    # the 100-partition workload's under load.
+    MAX_ROWS = 4096
+    MORE_ROWS = -1                  # read_produce_rows: more partitions than its room
 
 
 cdef Py_ssize_t read_produce_rows(const uint8_t* p, Py_ssize_t size, ProduceHead* head,
-                                  ProduceRow* rows) noexcept
+                                  ProduceRow* rows, Py_ssize_t room) noexcept
 cdef Py_ssize_t rows_answer_bytes(ProduceRow* rows, Py_ssize_t n) noexcept
 cdef char* write_rows_answer(char* start, int version, int correlation_id, const char* p,
                              ProduceRow* rows, const int64_t* offsets, Py_ssize_t n) noexcept

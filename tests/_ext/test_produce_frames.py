@@ -225,3 +225,27 @@ def test_a_request_of_several_partitions_is_answered_in_c(rm, version):
               for p in body["responses"][0]["partition_responses"]]
     assert errors == [(0, 0, 6), (1, 2, -1), (2, 0, 1)]       # 2: CORRUPT_MESSAGE
     assert [rm.partitions[("t", p)].log.log_end_offset for p in range(3)] == [9, 6, 4]
+
+
+def test_a_request_of_more_partitions_than_the_stack_rows_is_answered_in_c(tmp_path):
+    """Past 128 partitions (a producer behind sends a run of every
+    partition the worker leads) the rows are read on the heap: still one C
+    pass, the generic encoder's answer."""
+    from kafkalite.protocol.codec import encode_response_wire
+    from kafkalite.server.replica.produce_at_once import _answer_one_slowly, _answer_rows_slowly
+    rm = ReplicaManager(0, str(tmp_path), ServerConfig(data_dir=str(tmp_path)).log_config)
+    try:
+        for p in range(150):
+            assert rm.become_leader({"topic": "t", "partition": p, "topic_id": None,
+                                     "leader_epoch": 1, "configs": {}})["error"] == 0
+        run = _batch_of(b"a") + _batch_of(b"b")
+        answer = answer_one_frame(rm, _many(9, [(p, run) for p in reversed(range(150))]),
+                                  NO_RESPONSE, _answer_one_slowly, _general, _answer_rows_slowly)
+        want = {"responses": [{"name": "t", "partition_responses": [
+            {"index": p, "error_code": 0, "base_offset": 0, "log_append_time_ms": -1,
+             "log_start_offset": 0, "record_errors": [], "error_message": None}
+            for p in reversed(range(150))]}], "throttle_time_ms": 0}
+        assert bytes(answer) == bytes(encode_response_wire(ApiKey.PRODUCE, 9, 9, want)[0])
+        assert all(part.log.log_end_offset == 2 for part in rm.partitions.values())
+    finally:
+        rm.shutdown()

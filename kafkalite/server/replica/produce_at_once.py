@@ -95,7 +95,7 @@ def answer_frame(rm, payload):
     None when it is not the common kind, nothing read beyond the frame and
     nothing changed: the caller decodes it and serves it as any other.
     A request of one partition (librdkafka's at many partitions), or of
-    up to 64 (the native producer's: the partitions of a worker whose
+    up to 4,096 (the native producer's: the partitions of a worker whose
     batches were ready), is served in one C pass (ext/produce_frames.pyx),
     any other by ``_answer_frame_generally``."""
     return answer_one_frame(rm, payload, NO_RESPONSE, _answer_one_slowly,
