@@ -169,11 +169,8 @@ cdef object _record_error(RecordCheck *c, int64_t position, int32_t count):
     return CorruptRecordError(f"{where} is malformed")
 
 
-# Columns of AppendScan's per-batch table.
-cdef enum:
-    COL_POSITION, COL_SIZE, COL_BASE_OFFSET, COL_LAST_OFFSET, COL_MAX_TIMESTAMP
-    COL_LEADER_EPOCH, COL_PRODUCER_ID, COL_PRODUCER_EPOCH, COL_BASE_SEQUENCE
-    COL_ATTRIBUTES, COL_RECORD_COUNT, COL_CONTROL_TYPE, N_COLS
+# Columns of AppendScan's per-batch table: COL_* and N_COLS, declared in
+# kafkalite/_ext/batch_scan.pxd (the one-pass append reads a scan's rows).
 
 
 @cython.final

@@ -20,9 +20,11 @@ instructions, and an int object made for each number set).
 Contract: it serves only the common kind -- a partition led here with no
 other replica (so its high watermark follows its log end at once), its log
 open with no rolled segment's fsync to collect, a writable buffer (a
-bytearray or a writable view, as the frame's records are) holding one
-batch that validates, is not a retry, needs no new leader epoch, no roll
-and no flush -- and returns None for anything else, having changed
+bytearray or a writable view, as the frame's records are) holding
+batches that validate (one, as Kafka's clients send; or several, as the
+native producer sends behind a request in flight: one write, a tail row
+and an index check each, as LogSegment.append's loop), are not a retry,
+need no new leader epoch, no roll and no flush -- and returns None for anything else, having changed
 nothing in the log (the batch's header may be patched, with what the full
 path patches it with again): the caller then appends through
 ``ReplicaManager.append``. What it serves it serves as that path would,
@@ -38,7 +40,9 @@ from libc.stdint cimport int32_t, int64_t
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from posix.unistd cimport pwrite
 
-from kafkalite._ext.batch_scan cimport AppendScan, validate_batches
+from kafkalite._ext.batch_scan cimport (COL_BASE_OFFSET, COL_LAST_OFFSET, COL_MAX_TIMESTAMP,
+                                       COL_POSITION, COL_SIZE, N_COLS, AppendScan,
+                                       validate_batches)
 from kafkalite._ext.log_state cimport (IndexState, LogSegmentState, PartitionLogState,
                                       PartitionState)
 from kafkalite.storage.leader_epoch import UNDEFINED_EPOCH
@@ -149,7 +153,7 @@ cdef int _append(rm, PartitionState part, PartitionLogState log, records, Py_ssi
     cdef AppendScan scan = validate_batches(
         data, size_in_bytes, log._log_end, <int32_t>epoch, cfg.max_message_bytes, cfg.compact,
         append_time, True, False, True)
-    if scan.batch_count != 1:
+    if scan.batch_count < 1:
         return 0
     producer_state = log.producer_state
     cdef bint producer = scan.producer_batch_count != 0
@@ -175,7 +179,7 @@ cdef int _append(rm, PartitionState part, PartitionLogState log, records, Py_ssi
     cdef LogSegmentState active = <LogSegmentState>seg
     if _should_roll(active, cfg, size, last, bmax, now):
         return 0
-    _segment_append(active, records, at, data, first, last, size, bmax)
+    _segment_append(active, scan, records, at, data, first, last, size, bmax)
     log._log_end = last + 1
     cdef int64_t record_count = scan.record_count
     if producer:
@@ -257,9 +261,10 @@ cdef int _index_entries(LogSegmentState seg, int64_t last, int64_t position, int
     return 0
 
 
-cdef int _segment_append(LogSegmentState seg, records, Py_ssize_t at, unsigned char* data,
-                         int64_t first, int64_t last, int64_t size, int64_t bmax) except -1:
-    # LogSegment.append of one batch, and its _write_at
+cdef int _segment_append(LogSegmentState seg, AppendScan scan, records, Py_ssize_t at,
+                         unsigned char* data, int64_t first, int64_t last, int64_t size,
+                         int64_t bmax) except -1:
+    # LogSegment.append of the scan's batches (one write), and its _write_at
     cdef int64_t start = seg._size
     # SegmentFile.fileno() without its Python call; a closed one's raises
     segment_file = seg.file
@@ -285,13 +290,35 @@ cdef int _segment_append(LogSegmentState seg, records, Py_ssize_t at, unsigned c
     cdef int64_t max_off = seg.offset_of_max_timestamp
     if seg._tail_end != start:
         seg.tail_clear_rows()           # what it held no longer ends at the file's end
-    seg.tail_add_row(first, last, start, size)
-    if bmax > max_ts:
-        max_ts, max_off = bmax, last
-    if since > cfg.index_interval_bytes:
-        _index_entries(seg, last, start, max_ts, max_off)
-        since = 0
-    since += size
+    cdef Py_ssize_t n = scan.batch_count
+    cdef Py_ssize_t i
+    cdef int64_t* row
+    cdef int64_t pos
+    if n == 1:
+        # one batch: its figures are the scan's own
+        seg.tail_add_row(first, last, start, size)
+        if bmax > max_ts:
+            max_ts, max_off = bmax, last
+        if since > cfg.index_interval_bytes:
+            _index_entries(seg, last, start, max_ts, max_off)
+            since = 0
+        since += size
+    else:
+        # several batches of a partition in one records field (the native
+        # producer's, behind a request in flight): LogSegment.append's loop,
+        # a tail row and Kafka's index rule per batch, from the scan's table
+        for i in range(n):
+            row = &(<int64_t*>scan.table.data.as_voidptr)[i * N_COLS]
+            pos = start + row[COL_POSITION]
+            seg.tail_add_row(row[COL_BASE_OFFSET], row[COL_LAST_OFFSET], pos, row[COL_SIZE])
+            if row[COL_MAX_TIMESTAMP] > max_ts:
+                max_ts, max_off = row[COL_MAX_TIMESTAMP], row[COL_LAST_OFFSET]
+            if since > cfg.index_interval_bytes:
+                _index_entries(seg, row[COL_LAST_OFFSET], pos, max_ts, max_off)
+                since = 0
+            since += row[COL_SIZE]
+        # LogSegment.append's first_batch_timestamp: the first batch's
+        bmax = (<int64_t*>scan.table.data.as_voidptr)[COL_MAX_TIMESTAMP]
     seg._bytes_since_last_index_entry = since
     seg.max_timestamp = max_ts
     seg.offset_of_max_timestamp = max_off

@@ -57,6 +57,7 @@ docs/performance.md).
 cimport cython
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, \
     PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memcmp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
@@ -69,12 +70,14 @@ from wire_c cimport KL_ATTR_TRANSACTIONAL, KL_OFF_ATTRIBUTES, KL_OFF_RECORDS_COU
 
 from kafkalite._ext.leader_append cimport Appended, append_batch
 from kafkalite._ext.log_state cimport PartitionState
-from kafkalite._ext.produce_wire cimport (ONE_ANSWER_BYTES, OneProduce, read_one_produce,
-                                         write_one_answer)
+from kafkalite._ext.produce_wire cimport (MAX_ROWS, MORE_ROWS, ONE_ANSWER_BYTES, OneProduce, ProduceHead,
+                                         ProduceRow, read_one_produce, read_produce_rows,
+                                         rows_answer_bytes, write_one_answer, write_rows_answer)
 from kafkalite.errors import KafkaError
 
 cdef enum:
     PRODUCE = 0
+    STACK_ROWS = 128        # a request of more partitions reads into rows on the heap
     SIZE_BYTES = 4          # the frame's size prefix
     # api_key int16, api_version int16, correlation_id int32: what the
     # listener peeks of a frame handed back (peek_request_header)
@@ -104,7 +107,7 @@ cdef class ProduceFrames:
     # manager (its ``one_pass`` names its two Python paths): that manager
     # and those paths, for ``_answer_one_frame`` called without the Python
     # function around it
-    cdef object rm, slow, general
+    cdef object rm, slow, general, rows_slowly
     cdef int64_t first_version, last_version, max_request_bytes
     # requests answered here, for the listener's tests and metrics
     cdef public int64_t served
@@ -120,7 +123,8 @@ cdef class ProduceFrames:
         one_pass = getattr(getattr(answer, "__func__", None), "one_pass", None)
         if one_pass is not None:
             self.rm = answer.__self__
-            self.slow, self.general = one_pass
+            self.slow, self.general = one_pass[0], one_pass[1]
+            self.rows_slowly = one_pass[2] if len(one_pass) > 2 else None
 
     def serve(self, bytearray rbuf not None, out, stats):
         """(bytes consumed, payload, result): the frames at the head of
@@ -159,7 +163,7 @@ cdef class ProduceFrames:
             try:
                 if self.rm is not None:
                     result = _answer_one_frame(self.rm, payload, no_response, self.slow,
-                                               self.general)
+                                               self.general, self.rows_slowly)
                 else:
                     result = self.answer(payload)
             except Exception as exc:
@@ -203,7 +207,7 @@ cdef class _TopicName:
 cdef _TopicName _names = _TopicName()
 
 
-def answer_one_frame(rm, payload, no_response, slow, general):
+def answer_one_frame(rm, payload, no_response, slow, general, rows_slowly=None):
     """``produce_at_once.answer_frame`` (see there) with its common request
     -- one topic of one partition, librdkafka's at many partitions -- in
     one C pass: read (``produce_wire.read_one_produce``), checked as
@@ -214,11 +218,14 @@ def answer_one_frame(rm, payload, no_response, slow, general):
     the log refuses the batch, ``slow(rm, plan, version, correlation_id,
     acks, refusal)`` answers it (plan: qualifying's shape; refusal: the
     KafkaError, or None: to be appended through ``ReplicaManager.append``).
-    A request of any other shape, or a frame not in a bytearray (whose
-    batch the log could not patch in place), is ``general(rm, payload)``'s."""
+    With ``rows_slowly``, a request of several partitions (up to
+    MAX_ROWS; the native producer's) is served in one C pass too
+    (``_answer_rows``). A request of any other shape, or a frame not in a
+    bytearray (whose batch the log could not patch in place), is
+    ``general(rm, payload)``'s."""
     if type(payload) is not bytearray:
         return general(rm, payload)
-    return _answer_one_frame(rm, payload, no_response, slow, general)
+    return _answer_one_frame(rm, payload, no_response, slow, general, rows_slowly)
 
 
 cdef list _plan(name, int32_t index, part, bytearray payload, OneProduce* req):
@@ -227,7 +234,7 @@ cdef list _plan(name, int32_t index, part, bytearray payload, OneProduce* req):
     return [(name, [(index, part, records)])]
 
 
-cdef object _answer_one_frame(rm, bytearray payload, no_response, slow, general):
+cdef object _answer_one_frame(rm, bytearray payload, no_response, slow, general, rows_slowly):
     cdef OneProduce req
     cdef Appended done
     cdef const char* p = PyByteArray_AS_STRING(payload)
@@ -236,6 +243,8 @@ cdef object _answer_one_frame(rm, bytearray payload, no_response, slow, general)
     cdef char* start
     cdef char* end
     if not read_one_produce(<const uint8_t*>p, PyByteArray_GET_SIZE(payload), &req):
+        if rows_slowly is not None:
+            return _answer_rows(rm, payload, no_response, general, rows_slowly)
         return general(rm, payload)
     cdef int acks = req.acks
     if acks != 1 and acks != 0 and acks != -1:
@@ -276,3 +285,112 @@ cdef object _answer_one_frame(rm, bytearray payload, no_response, slow, general)
                            done.log_start_offset)
     PyByteArray_Resize(out, end - start)
     return out
+
+
+cdef object _answer_rows(rm, bytearray payload, no_response, general, rows_slowly):
+    # answer_one_frame's request of several partitions: read into rows
+    # (produce_wire.read_produce_rows), every partition checked as
+    # produce_at_once.qualifying checks before any is appended (else None:
+    # nothing done, the generic path's), each batch appended where it is in
+    # the frame (append_batch) and the answer written from the rows. Where
+    # append_batch does not serve a partition's append or the log refuses
+    # it, ``rows_slowly(rm, version, correlation_id, acks, rows, refusal)``
+    # answers the request from there on (rows: [(topic ordinal, name,
+    # index, Partition, records view, answer or None)], the first without
+    # an answer the one append_batch left; refusal: its KafkaError or None).
+    # room for the common request on the stack; a bigger one's on the heap
+    cdef ProduceRow few[STACK_ROWS]
+    cdef int64_t few_offsets[3 * STACK_ROWS]
+    cdef ProduceHead head
+    cdef const char* p = PyByteArray_AS_STRING(payload)
+    cdef Py_ssize_t size = PyByteArray_GET_SIZE(payload)
+    cdef Py_ssize_t n = read_produce_rows(<const uint8_t*>p, size, &head, few, STACK_ROWS)
+    if n != MORE_ROWS:
+        return _answer_rows_in(rm, payload, no_response, general, rows_slowly, &head, few,
+                               few_offsets, n)
+    cdef ProduceRow* rows = <ProduceRow*>PyMem_Malloc(
+        MAX_ROWS * (sizeof(ProduceRow) + 3 * sizeof(int64_t)))
+    if rows == NULL:
+        raise MemoryError()
+    try:
+        n = read_produce_rows(<const uint8_t*>p, size, &head, rows, MAX_ROWS)
+        return _answer_rows_in(rm, payload, no_response, general, rows_slowly, &head, rows,
+                               <int64_t*>(rows + MAX_ROWS), n)
+    finally:
+        PyMem_Free(rows)
+
+
+cdef object _answer_rows_in(rm, bytearray payload, no_response, general, rows_slowly,
+                            ProduceHead* h, ProduceRow* rows, int64_t* offsets, Py_ssize_t n):
+    # _answer_rows of ``n`` rows read (0 or MORE_ROWS: not taken), room for their offsets
+    cdef ProduceHead head = h[0]
+    cdef Appended done
+    cdef const char* p = PyByteArray_AS_STRING(payload)
+    cdef Py_ssize_t j
+    cdef int acks
+    cdef PartitionState part
+    cdef char* start
+    cdef char* end
+    if n <= 0:
+        return general(rm, payload)
+    acks = head.acks
+    if acks != 1 and acks != 0 and acks != -1:
+        return None
+    cdef dict partitions = rm.partitions
+    cdef list parts = []
+    for j in range(n):
+        name = _names.of(p + rows[j].name_at, rows[j].name_size)
+        if name is None:
+            return None         # not UTF-8: the generic decoder refuses it
+        found = partitions.get((name, rows[j].index))
+        if found is None or not isinstance(found, PartitionState):
+            return None
+        part = <PartitionState>found
+        # qualifying's checks
+        if (part.leader_id != part.broker_id
+                or rows[j].records_size < KL_OFF_RECORDS_COUNT
+                or (<const uint8_t*>p)[rows[j].records_at + KL_OFF_ATTRIBUTES + 1]
+                & KL_ATTR_TRANSACTIONAL):
+            return None
+        if acks == -1 and (len(part.isr) != 1 or part.pending_isr is not None
+                           or (<object>part).under_min_isr):
+            return None
+        parts.append((name, part))
+    # what waits on the partitions is woken once the whole request is in,
+    # as the full path does
+    with rm.gathered_wakeups():
+        for j in range(n):
+            try:
+                appended = append_batch(rm, parts[j][1], payload, rows[j].records_at,
+                                        rows[j].records_size,
+                                        <unsigned char*>p + rows[j].records_at, &done)
+            except KafkaError as exc:
+                return rows_slowly(rm, head.version, head.correlation_id, acks,
+                                   _rows_plan(payload, rows, offsets, parts, n, j), exc)
+            if not appended:
+                return rows_slowly(rm, head.version, head.correlation_id, acks,
+                                   _rows_plan(payload, rows, offsets, parts, n, j), None)
+            offsets[3 * j] = done.base_offset
+            offsets[3 * j + 1] = done.log_append_time
+            offsets[3 * j + 2] = done.log_start_offset
+    if not acks:
+        return no_response
+    out = PyByteArray_FromStringAndSize(NULL, rows_answer_bytes(rows, n))
+    start = PyByteArray_AS_STRING(out)
+    end = write_rows_answer(start, head.version, head.correlation_id, p, rows, offsets, n)
+    PyByteArray_Resize(out, end - start)
+    return out
+
+
+cdef list _rows_plan(bytearray payload, ProduceRow* rows, const int64_t* offsets, list parts,
+                     Py_ssize_t n, Py_ssize_t answered):
+    # _answer_rows's rows for ``rows_slowly``: the first ``answered`` with their answers
+    view = memoryview(payload)
+    plan = []
+    for j in range(n):
+        name, part = parts[j]
+        plan.append((rows[j].topic, name, rows[j].index, part,
+                     view[rows[j].records_at:rows[j].records_at + rows[j].records_size],
+                     (rows[j].index, offsets[3 * j], offsets[3 * j + 1], offsets[3 * j + 2])
+                     if j < answered else None))
+    return plan

@@ -257,6 +257,61 @@ def read_produce(payload):
         PyBuffer_Release(&view)
 
 
+cdef Py_ssize_t read_produce_rows(const uint8_t* p, Py_ssize_t size, ProduceHead* head,
+                                  ProduceRow* rows, Py_ssize_t room) noexcept:
+    """``read_produce`` of a request of 1..``room`` partitions, each topic
+    with at least one, into ``head`` and ``rows`` (positions in ``p``, no
+    Python object): the number of rows; MORE_ROWS for such a request of
+    more, 0 for any other frame, ``read_produce``'s to read or refuse."""
+    cdef Reader r
+    cdef int64_t version, correlation_id, acks, topics, partitions, n, t, i
+    cdef Py_ssize_t count = 0, name_at
+    cdef bint flexible
+    r.p = p
+    r.pos = 0
+    r.end = size
+    topics = read_head(&r, &version, &correlation_id, &acks)
+    if topics == NOT_TAKEN or topics < 1:
+        return 0
+    flexible = version >= FIRST_FLEXIBLE
+    for t in range(topics):
+        n = read_length(&r, flexible, 2)
+        if n < 0 or n > MAX_STRING_BYTES or not has(&r, n):
+            return 0
+        name_at = r.pos
+        r.pos += n
+        partitions = read_length(&r, flexible, 4)
+        if partitions < 1 or partitions > r.end - r.pos:
+            return 0
+        if partitions > room - count:
+            return MORE_ROWS
+        for i in range(partitions):
+            if not has(&r, 4):
+                return 0
+            rows[count].topic = <int32_t>t
+            rows[count].name_at = name_at
+            rows[count].name_size = n
+            rows[count].index = <int32_t>read_int(&r, 4)
+            rows[count].records_size = read_length(&r, flexible, 4)
+            if rows[count].records_size < 0 or not has(&r, rows[count].records_size):
+                return 0                # null records, or malformed
+            rows[count].records_at = r.pos
+            r.pos += rows[count].records_size
+            count += 1
+            if flexible and not no_tags(&r):
+                return 0
+        if flexible and not no_tags(&r):
+            return 0
+    if flexible and not no_tags(&r):
+        return 0
+    if r.pos != r.end:
+        return 0
+    head.version = <int32_t>version
+    head.correlation_id = <int32_t>correlation_id
+    head.acks = <int32_t>acks
+    return count
+
+
 cdef inline char* put_int(char* at, int64_t v, int size) noexcept:
     cdef int k
     for k in range(size):
@@ -333,6 +388,45 @@ cdef char* write_one_answer(char* start, int version, int correlation_id, const 
     if flexible:
         at[0] = 0                       # the topic's tags
         at += 1
+    return put_answer_tail(start, at, flexible)
+
+
+cdef Py_ssize_t rows_answer_bytes(ProduceRow* rows, Py_ssize_t n) noexcept:
+    """Room for ``write_rows_answer``'s frame of ``n`` rows."""
+    cdef Py_ssize_t size = 4 + 4 + 1 + 5 + 4 + 1 + PARTITION_BYTES * n
+    cdef Py_ssize_t j
+    for j in range(n):
+        if j == 0 or rows[j].topic != rows[j - 1].topic:
+            size += 5 + rows[j].name_size + 5 + 1
+    return size
+
+
+cdef char* write_rows_answer(char* start, int version, int correlation_id, const char* p,
+                             ProduceRow* rows, const int64_t* offsets, Py_ssize_t n) noexcept:
+    """``write_produce_answer``'s frame of ``read_produce_rows``'s request
+    whose every partition was appended -- ``offsets``: base offset, log
+    append time and log start offset of each row -- at ``start`` (room:
+    ``rows_answer_bytes``); the topic names are the request's bytes in
+    ``p``. The end of what it wrote."""
+    cdef bint flexible = version >= FIRST_FLEXIBLE
+    cdef char* at = put_answer_head(start, correlation_id, flexible)
+    cdef Py_ssize_t j = 0, k
+    at = put_length(at, rows[n - 1].topic + 1, flexible, 4)
+    while j < n:
+        at = put_length(at, rows[j].name_size, flexible, 2)
+        memcpy(at, p + rows[j].name_at, rows[j].name_size)
+        at += rows[j].name_size
+        k = j
+        while k < n and rows[k].topic == rows[j].topic:
+            k += 1
+        at = put_length(at, k - j, flexible, 4)
+        while j < k:
+            at = put_partition(at, version, rows[j].index, offsets[3 * j], offsets[3 * j + 1],
+                               offsets[3 * j + 2])
+            j += 1
+        if flexible:
+            at[0] = 0                   # the topic's tags
+            at += 1
     return put_answer_tail(start, at, flexible)
 
 

@@ -7,6 +7,14 @@ from cpython cimport array
 from libc.stdint cimport int32_t, int64_t
 
 
+# Columns of AppendScan's per-batch table (``table``: batch_count rows of
+# N_COLS int64s), in batch_scan.pyx's order.
+cdef enum:
+    COL_POSITION, COL_SIZE, COL_BASE_OFFSET, COL_LAST_OFFSET, COL_MAX_TIMESTAMP
+    COL_LEADER_EPOCH, COL_PRODUCER_ID, COL_PRODUCER_EPOCH, COL_BASE_SEQUENCE
+    COL_ATTRIBUTES, COL_RECORD_COUNT, COL_CONTROL_TYPE, N_COLS
+
+
 @cython.final
 cdef class AppendScan:
     cdef readonly int64_t first_offset

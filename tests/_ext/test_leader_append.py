@@ -1,6 +1,6 @@
 """The one-pass leader append (ext/leader_append.pyx) against the write
 path it stands in for (``ReplicaManager.append``): two replica managers
-get the same random appends -- one or two batches, of one to four records
+get the same random appends -- one batch or several, of one to four records
 of 0-3,000 bytes, in bytearrays, writable and read-only views and bytes,
 idempotent batches in order, retried and out of order, damaged ones,
 keyless ones on a compacted topic, on topics with small segments (rolls),
@@ -89,7 +89,7 @@ def _records(rng, clock: Clock, sequences: dict, key) -> bytes:
             sequences[key] = expected + 1
         return records
     if kind < 0.9:
-        return _batch(rng, clock) + _batch(rng, clock)        # two batches: the full path's
+        return _batch(rng, clock) + _batch(rng, clock)        # two batches in one write
     damaged = bytearray(_batch(rng, clock))
     damaged[-1] ^= 0xFF                                        # CRC mismatch
     return bytes(damaged)
@@ -195,3 +195,64 @@ def test_one_pass_appends_as_the_write_path(tmp_path, seed):
     # a third of the appends are the common kind (writable, one batch, no roll,
     # not replicated): the comparison above was of the one-pass path
     assert served > 150, served
+
+
+def _run_of_batches(rng, clock: Clock, sequences: dict, key) -> bytes:
+    """2-6 batches of one partition in one records field, as the native
+    producer sends what waited behind a request in flight: idempotent ones
+    in sequence (now and then a retry of the run, or a gap), or plain."""
+    n = rng.randint(2, 6)
+    if rng.random() < 0.3:
+        return b"".join(_batch(rng, clock) for _ in range(n))
+    expected = sequences.get(key, 0)
+    how = rng.random()
+    seq = expected if how < 0.8 else max(0, expected - n) if how < 0.9 else expected + 2
+    run = b"".join(_batch(rng, clock, (4000 + key[1], 0, seq + i), records=1) for i in range(n))
+    if seq == expected:
+        sequences[key] = expected + n
+    return run
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_pass_appends_runs_of_batches_as_the_write_path(tmp_path, seed):
+    """Several batches of a partition in one records field (the native
+    producer's, issue 72) are appended by the one pass too, as the write
+    path appends them: the same answers, logs, indexes, tails and states."""
+    rng = random.Random(seed)
+    clock = Clock()
+    epochs = {(t, p): 1 for t in TOPICS for p in range(2)}
+    fast = _manager(tmp_path, "fast", clock, epochs)
+    full = _manager(tmp_path, "full", clock, epochs)
+    sequences: dict = {}
+    served = 0
+    keys = sorted(epochs)
+    for step in range(300):
+        clock.now += rng.randint(0, 400)
+        key = rng.choice(keys)
+        records = _run_of_batches(rng, clock, sequences, key)
+        # writable, as a Produce frame's records are: what the one pass takes
+        a_records = memoryview(bytearray(b"\0" * 5 + records))[5:]
+        b_records = bytearray(records)
+        pa, pb = fast.partitions[key], full.partitions[key]
+        with fast.gathered_wakeups():
+            try:
+                once = append_once(fast, pa, a_records, key[1])
+                if once is None:
+                    info = fast.append(pa, a_records)
+                    got = (key[1], info.first_offset, info.log_append_time, info.log_start_offset)
+                else:
+                    got, served = once, served + 1
+            except KafkaError as exc:
+                got = (type(exc).__name__, str(exc))
+            woken_fast = dict(fast._woken)
+        with full.gathered_wakeups():
+            want = _outcome(lambda: full.append(pb, b_records))
+            if hasattr(want, "first_offset"):      # a LogAppendInfo, not an error
+                want = (key[1], want.first_offset, want.log_append_time, want.log_start_offset)
+            woken_full = dict(full._woken)
+        assert got == want, f"step {step}, {key}"
+        assert woken_fast == woken_full, f"step {step}, {key}"
+    assert _state(fast) == _state(full)
+    # most runs are plain or in sequence on a partition without a follower:
+    # the comparison above was of the one-pass path
+    assert served > 80, served

@@ -177,3 +177,75 @@ def test_one_partition_requests_it_may_not_take_are_left_untouched(rm):
     answer = answer_one_frame(rm, bytearray(_produce(7, acks=-1, records=plain)[4:]),
                               NO_RESPONSE, _answer_one_slowly, _general)
     assert _answers([answer]) == [(7, 0, 0, 0)]
+
+
+def _batch_of(value: bytes) -> bytes:
+    b = RecordBatchBuilder()
+    b.append(1_700_000_000_000, None, value)
+    return bytes(b.build())
+
+
+def _many(correlation: int, parts: list, acks: int = 1, version: int = 9) -> bytearray:
+    """A Produce frame (no size prefix) of topic "t"'s ``parts``: [(index, records)]."""
+    body = {"transactional_id": None, "acks": acks, "timeout_ms": 1000,
+            "topic_data": [{"name": "t", "partition_data": [
+                {"index": index, "records": records} for index, records in parts]}]}
+    return bytearray(encode_request(ApiKey.PRODUCE, version, correlation, "client", body))
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 12])
+def test_a_request_of_several_partitions_is_answered_in_c(rm, version):
+    """A request of several partitions, each a run of batches (the native
+    producer's, issue 72), is appended and answered by answer_one_frame's C
+    pass, not the general path, with the frame the generic encoder writes;
+    a batch the log refuses there is answered by the Python rest of the
+    request, the other partitions appended."""
+    from kafkalite.protocol.codec import encode_response_wire
+    from kafkalite.server.replica.produce_at_once import _answer_one_slowly, _answer_rows_slowly
+    run = _batch_of(b"a") + _batch_of(b"b") + _batch_of(b"c")
+    frame = _many(5, [(0, run), (2, _batch_of(b"d")), (1, run)], version=version)
+    answer = answer_one_frame(rm, frame, NO_RESPONSE, _answer_one_slowly, _general,
+                              _answer_rows_slowly)
+    want = {"responses": [{"name": "t", "partition_responses": [
+        {"index": index, "error_code": 0, "base_offset": 0, "log_append_time_ms": -1,
+         "log_start_offset": 0, "record_errors": [], "error_message": None}
+        for index in (0, 2, 1)]}], "throttle_time_ms": 0}
+    assert bytes(answer) == bytes(encode_response_wire(ApiKey.PRODUCE, version, 5, want)[0])
+    assert [rm.partitions[("t", p)].log.log_end_offset for p in range(3)] == [3, 3, 1]
+    # acks 0: appended, nothing to answer
+    assert answer_one_frame(rm, _many(6, [(0, run), (1, run)], acks=0, version=version),
+                            NO_RESPONSE, _answer_one_slowly, _general,
+                            _answer_rows_slowly) is NO_RESPONSE
+    damaged = bytearray(_batch_of(b"e"))
+    damaged[-1] ^= 0xFF                         # CRC mismatch: the log refuses it
+    body = answer_one_frame(rm, _many(7, [(0, run), (1, bytes(damaged)), (2, run)],
+                                      version=version),
+                            NO_RESPONSE, _answer_one_slowly, _general, _answer_rows_slowly)
+    errors = [(p["index"], p["error_code"], p["base_offset"])
+              for p in body["responses"][0]["partition_responses"]]
+    assert errors == [(0, 0, 6), (1, 2, -1), (2, 0, 1)]       # 2: CORRUPT_MESSAGE
+    assert [rm.partitions[("t", p)].log.log_end_offset for p in range(3)] == [9, 6, 4]
+
+
+def test_a_request_of_more_partitions_than_the_stack_rows_is_answered_in_c(tmp_path):
+    """Past 128 partitions (a producer behind sends a run of every
+    partition the worker leads) the rows are read on the heap: still one C
+    pass, the generic encoder's answer."""
+    from kafkalite.protocol.codec import encode_response_wire
+    from kafkalite.server.replica.produce_at_once import _answer_one_slowly, _answer_rows_slowly
+    rm = ReplicaManager(0, str(tmp_path), ServerConfig(data_dir=str(tmp_path)).log_config)
+    try:
+        for p in range(150):
+            assert rm.become_leader({"topic": "t", "partition": p, "topic_id": None,
+                                     "leader_epoch": 1, "configs": {}})["error"] == 0
+        run = _batch_of(b"a") + _batch_of(b"b")
+        answer = answer_one_frame(rm, _many(9, [(p, run) for p in reversed(range(150))]),
+                                  NO_RESPONSE, _answer_one_slowly, _general, _answer_rows_slowly)
+        want = {"responses": [{"name": "t", "partition_responses": [
+            {"index": p, "error_code": 0, "base_offset": 0, "log_append_time_ms": -1,
+             "log_start_offset": 0, "record_errors": [], "error_message": None}
+            for p in reversed(range(150))]}], "throttle_time_ms": 0}
+        assert bytes(answer) == bytes(encode_response_wire(ApiKey.PRODUCE, 9, 9, want)[0])
+        assert all(part.log.log_end_offset == 2 for part in rm.partitions.values())
+    finally:
+        rm.shutdown()

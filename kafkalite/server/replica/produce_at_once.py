@@ -94,11 +94,12 @@ def answer_frame(rm, payload):
     the generic encoder: record errors, messages), or NO_RESPONSE (acks 0);
     None when it is not the common kind, nothing read beyond the frame and
     nothing changed: the caller decodes it and serves it as any other.
-    A request of one partition (librdkafka's at many partitions) is
-    served in one C pass (ext/produce_frames.pyx), any other by
-    ``_answer_frame_generally``."""
+    A request of one partition (librdkafka's at many partitions), or of
+    up to 4,096 (the native producer's: the partitions of a worker whose
+    batches were ready), is served in one C pass (ext/produce_frames.pyx),
+    any other by ``_answer_frame_generally``."""
     return answer_one_frame(rm, payload, NO_RESPONSE, _answer_one_slowly,
-                            _answer_frame_generally)
+                            _answer_frame_generally, _answer_rows_slowly)
 
 
 def _answer_frame_generally(rm, payload):
@@ -134,6 +135,38 @@ def _answer_one_slowly(rm, plan: list, version: int, correlation_id: int, acks: 
     else:
         (name, ((index, part, _),)), = plan
         answers, refused = [(name, [_refused(rm, part, index, refusal)])], True
+    return _answer(version, correlation_id, acks, answers, refused)
+
+
+def _answer_rows_slowly(rm, version: int, correlation_id: int, acks: int, rows: list,
+                        refusal: KafkaError | None):
+    """answer_one_frame's request of several partitions from the first
+    partition the C pass did not append on (``rows``: [(topic ordinal,
+    name, index, Partition, records, answer or None)], answers in
+    ``_append_all``'s shape): that one refused with ``refusal``, or (None)
+    appended through ``ReplicaManager.append``, the rest as
+    ``_append_all`` appends them; answered as ``_answer``."""
+    answers: list = []
+    refused = False
+    topic = first = None
+    for ordinal, name, index, part, records, done in rows:
+        if ordinal != topic:
+            topic = ordinal
+            answers.append((name, []))
+        outs = answers[-1][1]
+        if done is not None:
+            outs.append(done)
+        elif first is None and refusal is not None:
+            outs.append(_refused(rm, part, index, refusal))
+            refused = True
+        else:
+            # the partition the C pass left goes the full path; those after it as usual
+            ((_, (out,)),), was_refused = _append_all(rm, [(name, [(index, part, records)])],
+                                                      once=first is not None)
+            outs.append(out)
+            refused = refused or was_refused
+        if done is None:
+            first = False
     return _answer(version, correlation_id, acks, answers, refused)
 
 
@@ -199,5 +232,5 @@ def _refused(rm, part, index: int, exc: KafkaError) -> dict:
 
 # For ProduceFrames (ext/produce_frames.pyx): a read's frames given to
 # ``answer_frame`` bound to a replica manager go to the C pass directly,
-# with these two paths, without this module's Python call around it.
-answer_frame.one_pass = (_answer_one_slowly, _answer_frame_generally)
+# with these three paths, without this module's Python call around it.
+answer_frame.one_pass = (_answer_one_slowly, _answer_frame_generally, _answer_rows_slowly)
