@@ -43,7 +43,7 @@ MODULE_EXCEPTIONS: dict[str, tuple[int, str]] = {
         1015, "a connection's states (reading, TLS, SASL, ordered answers, throttling, "
               "closing) act on the same socket and buffers"),
     "kafkalite/client/admin.py": (
-        975, "AdminClient is one class a user imports, one method per admin call, and the "
+        1020, "AdminClient is one class a user imports, one method per admin call, and the "
               "result types those calls return"),
     "kafkalite/streams/runtime.py": (
         962, "KafkaStreams and its threaded variant share one life cycle (states, rebalance "

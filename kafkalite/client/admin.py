@@ -180,6 +180,23 @@ class ConsumerGroupDescription:
 
 
 @dataclass
+class RemoveMembersFromConsumerGroupResult:
+    """What ``remove_members_from_consumer_group`` did (the Java Admin's
+    result of that name): a Future per group.instance.id asked for."""
+    members: dict[str, Future]
+
+    def member_result(self, group_instance_id: str) -> Future:
+        if group_instance_id not in self.members:
+            raise ValueError(f"{group_instance_id!r} was not asked to be removed")
+        return self.members[group_instance_id]
+
+    def all(self) -> Future:
+        """Done when every member was removed; else the first member's error."""
+        failed = next((f.exception() for f in self.members.values() if f.exception()), None)
+        return _done(None, failed)
+
+
+@dataclass
 class PartitionLag:
     """One partition of ``describe_group_offsets``: committed offset, log end, lag."""
     topic: str
@@ -522,6 +539,34 @@ class AdminClient(ShareGroupAdmin):
                    }.get(code)
             out[r["group_id"]] = _done(exc=error_or_none(code, msg))
         return out
+
+    def remove_members_from_consumer_group(self, group_id: str, group_instance_ids: list[str],
+                                           reason: str | None = None,
+                                           request_timeout: float | None = None
+                                           ) -> RemoveMembersFromConsumerGroupResult:
+        """Remove static members (KIP-345) from a classic group at once, as
+        the Java Admin's removeMembersFromConsumerGroup: a static member's
+        close leaves it in the group until its session times out (it may
+        come back), this is the way to say it will not. LeaveGroup v3+
+        names each by its group.instance.id; one that is not in the group
+        fails with UnknownMemberIdError."""
+        if not group_instance_ids:
+            raise ValueError("remove_members_from_consumer_group: name at least one "
+                             "group.instance.id")
+        resp = self._request(ApiKey.LEAVE_GROUP, {"group_id": group_id, "members": [
+            {"member_id": "", "group_instance_id": i,
+             "reason": reason or "member was removed by an admin"}
+            for i in group_instance_ids]}, request_timeout)
+
+        def failed(code: int, who: str):
+            return error_or_none(code, code and f"consumer group {group_id!r}{who}: "
+                                              f"{errors.error_for_code(code).name}")
+        top = failed(resp["error_code"], "")
+        codes = {m["group_instance_id"]: m["error_code"] for m in resp["members"]}
+        return RemoveMembersFromConsumerGroupResult({
+            i: _done(exc=top or failed(codes.get(i, errors.UnknownServerError.code),
+                                       f", member {i!r}"))
+            for i in group_instance_ids})
 
     def list_consumer_group_offsets(self, group_id: str, partitions=None,
                                     request_timeout: float | None = None) -> Future:
