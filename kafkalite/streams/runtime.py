@@ -104,6 +104,7 @@ from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic,
 from kafkalite.errors import KafkaError
 from kafkalite.streams.config import EXACTLY_ONCE_V2, StreamsConfig
 from kafkalite.streams.errors import ErrorHandling
+from kafkalite.streams.local_stores import LocalStores, ThreadsStores
 from kafkalite.streams.records import by_partition, merge_runs
 from kafkalite.streams.restore import (CHECKPOINT_DELTA, RestoreProgress, StateRestoreListener,
                                        checkpoint_task, delete_checkpoint, restore_tasks,
@@ -204,7 +205,7 @@ class KafkaStreams:
     # ---- queries ----
     def store(self, name: str):
         """The named store of every local task, as one read-only view."""
-        return _LocalStores(self, name)
+        return LocalStores(self, name)
 
     def metrics(self) -> collections.Counter:
         with self._lock:
@@ -827,30 +828,6 @@ class KafkaStreams:
         task.close()
 
 
-class _LocalStores:
-    """Interactive queries on this instance: a store over its local tasks."""
-
-    def __init__(self, streams: KafkaStreams, name: str):
-        self.streams, self.name = streams, name
-
-    def _stores(self):
-        with self.streams._lock:
-            if self.name in self.streams.global_stores:
-                return [self.streams.global_stores[self.name]]
-            return [t.stores[self.name] for t in self.streams.tasks.values()
-                    if self.name in t.stores]
-
-    def get(self, key: bytes):
-        for s in self._stores():
-            v = s.get(key)
-            if v is not None:
-                return v
-        return None
-
-    def all(self):
-        return sorted(kv for s in self._stores() for kv in s.all())
-
-
 class _ThreadedKafkaStreams(KafkaStreams):
     """KafkaStreams with ``num.stream.threads`` N > 1: N stream threads,
     each a single-thread KafkaStreams of its own in the application's group
@@ -942,21 +919,4 @@ class _ThreadedKafkaStreams(KafkaStreams):
         return total
 
     def store(self, name: str):
-        return _ThreadsStores([t.store(name) for t in self.threads])
-
-
-class _ThreadsStores:
-    """Interactive queries over every thread's local stores."""
-
-    def __init__(self, parts):
-        self.parts = parts
-
-    def get(self, key: bytes):
-        for p in self.parts:
-            v = p.get(key)
-            if v is not None:
-                return v
-        return None
-
-    def all(self):
-        return sorted(kv for p in self.parts for kv in p.all())
+        return ThreadsStores([t.store(name) for t in self.threads])
