@@ -46,7 +46,7 @@ MODULE_EXCEPTIONS: dict[str, tuple[int, str]] = {
         1020, "AdminClient is one class a user imports, one method per admin call, and the "
               "result types those calls return"),
     "kafkalite/streams/runtime.py": (
-        922, "KafkaStreams and its threaded variant share one life cycle (states, rebalance "
+        945, "KafkaStreams and its threaded variant share one life cycle (states, rebalance "
               "callbacks, tasks, exactly-once commits)"),
     "kafkalite/storage/log.py": (
         994, "append, read, retention, truncation, DeleteRecords and tiering change one "
