@@ -8,7 +8,8 @@ One module of about 1,000 lines, with reason: AdminClient is one class
 whose methods are one per admin call (a request and its futures), and
 the result types are what those calls return; split by API family, the
 one client a user imports would be spread over modules sharing its
-connection and error handling.
+connection and error handling. The share group calls (KIP-932) are
+in share_group_admin.py, a part of AdminClient it inherits.
 
 Every method returns ``{topic or resource: concurrent.futures.Future}``
 like confluent-kafka's AdminClient; here the request is made before the
@@ -32,6 +33,7 @@ from kafkalite.client.connection import Connection, client_context, parse_bootst
 from kafkalite.client.metadata import (BrokerMetadata, ClusterMetadata, Metadata,  # noqa: F401
                                        PartitionMetadata, TopicMetadata, cluster_metadata,
                                        list_offsets)
+from kafkalite.client.share_group_admin import ShareGroupAdmin, _by_topic, _done
 from kafkalite.client.types import TopicPartition
 from kafkalite.errors import error_or_none
 from kafkalite.protocol import ApiKey, decode_assignment
@@ -178,6 +180,23 @@ class ConsumerGroupDescription:
 
 
 @dataclass
+class RemoveMembersFromConsumerGroupResult:
+    """What ``remove_members_from_consumer_group`` did (the Java Admin's
+    result of that name): a Future per group.instance.id asked for."""
+    members: dict[str, Future]
+
+    def member_result(self, group_instance_id: str) -> Future:
+        if group_instance_id not in self.members:
+            raise ValueError(f"{group_instance_id!r} was not asked to be removed")
+        return self.members[group_instance_id]
+
+    def all(self) -> Future:
+        """Done when every member was removed; else the first member's error."""
+        failed = next((f.exception() for f in self.members.values() if f.exception()), None)
+        return _done(None, failed)
+
+
+@dataclass
 class PartitionLag:
     """One partition of ``describe_group_offsets``: committed offset, log end, lag."""
     topic: str
@@ -265,24 +284,7 @@ def _assigned_partitions(raw: bytes) -> list:
     return [TopicPartition(t["topic"], p) for t in a["assigned_partitions"] for p in t["partitions"]]
 
 
-def _by_topic(partitions) -> dict[str, list]:
-    """[TopicPartition] -> {topic: [partition numbers]}, in the order given."""
-    out: dict[str, list] = {}
-    for tp in partitions:
-        out.setdefault(tp.topic, []).append(tp.partition)
-    return out
-
-
-def _done(value=None, exc=None) -> Future:
-    f = Future()
-    if exc is not None:
-        f.set_exception(exc)
-    else:
-        f.set_result(value)
-    return f
-
-
-class AdminClient:
+class AdminClient(ShareGroupAdmin):
     def __init__(self, config: dict | None = None, **kwargs):
         cfg = resolve({**(config or {}), **kwargs}, ADMIN)
         self.config = cfg
@@ -471,73 +473,6 @@ class AdminClient:
             ConsumerGroupListing(g["group_id"], g["protocol_type"] == "", g["group_state"])
             for g in sorted(resp["groups"], key=lambda g: g["group_id"])], exc)
 
-    def list_share_groups(self, request_timeout: float | None = None) -> Future:
-        """A Future of [(group id, state)] of the share groups (KIP-932)."""
-        with self._lock:
-            resp = self._meta.admin_request(ApiKey.LIST_GROUPS, {
-                "states_filter": [], "types_filter": ["share"]},
-                request_timeout or self._timeout, 5)
-        exc = error_or_none(resp["error_code"])
-        return _done(None if exc else sorted((g["group_id"], g["group_state"])
-                                             for g in resp["groups"]), exc)
-
-    def describe_share_groups(self, group_ids: list[str],
-                              request_timeout: float | None = None) -> dict:
-        """{group id: Future of the ShareGroupDescribe entry} (a dict: state,
-        epochs, members with their assignments by topic name)."""
-        with self._lock:
-            resp = self._meta.admin_request(ApiKey.SHARE_GROUP_DESCRIBE, {
-                "group_ids": list(group_ids), "include_authorized_operations": False},
-                request_timeout or self._timeout, 0)
-        return {g["group_id"]: _done(None if g["error_code"] else g,
-                                     error_or_none(g["error_code"], g["error_message"]))
-                for g in resp["groups"]}
-
-    def list_share_group_offsets(self, groups: dict,
-                                 request_timeout: float | None = None) -> dict:
-        """{group id: [TopicPartition] or None for every partition the group
-        has state for} -> {group id: Future of {TopicPartition: share-partition
-        start offset}} (-1: the group has no state for the partition yet).
-        A group that does not exist fails with GroupIdNotFoundError; a
-        partition's error (an unknown topic) fails its group's Future."""
-        with self._lock:
-            resp = self._meta.admin_request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, {"groups": [
-                {"group_id": gid, "topics": None if tps is None else [
-                    {"topic_name": t, "partitions": ps}
-                    for t, ps in _by_topic(tps).items()]}
-                for gid, tps in groups.items()]}, request_timeout or self._timeout, 0)
-        out = {}
-        for g in resp["groups"]:
-            exc = error_or_none(g["error_code"], g["error_message"])
-            offsets = {}
-            for t in g["topics"]:
-                for p in t["partitions"]:
-                    exc = exc or error_or_none(p["error_code"], p["error_message"])
-                    offsets[TopicPartition(t["topic_name"], p["partition_index"])] = \
-                        p["start_offset"]
-            out[g["group_id"]] = _done(None if exc else offsets, exc)
-        return out
-
-    def alter_share_group_offsets(self, group_id: str, offsets: dict,
-                                  request_timeout: float | None = None) -> dict:
-        """{TopicPartition: new share-partition start offset} -> {TopicPartition:
-        Future}: refused (NonEmptyGroupError) while the group has members."""
-        by: dict = {}
-        for tp, offset in offsets.items():
-            by.setdefault(tp.topic, []).append({"partition_index": tp.partition,
-                                                "start_offset": offset})
-        with self._lock:
-            resp = self._meta.admin_request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, {
-                "group_id": group_id,
-                "topics": [{"topic_name": t, "partitions": ps} for t, ps in by.items()]},
-                request_timeout or self._timeout, 0)
-        top = error_or_none(resp["error_code"], resp["error_message"])    # Kafka's: all failed
-        if top is not None:
-            return {tp: _done(None, top) for tp in offsets}
-        return {TopicPartition(t["topic_name"], p["partition_index"]):
-                _done(None, error_or_none(p["error_code"], p["error_message"]))
-                for t in resp["responses"] for p in t["partitions"]}
-
     def describe_consumer_groups(self, group_ids: list[str],
                                  request_timeout: float | None = None) -> dict:
         """{group id: Future of ConsumerGroupDescription}; a group that does
@@ -604,6 +539,34 @@ class AdminClient:
                    }.get(code)
             out[r["group_id"]] = _done(exc=error_or_none(code, msg))
         return out
+
+    def remove_members_from_consumer_group(self, group_id: str, group_instance_ids: list[str],
+                                           reason: str | None = None,
+                                           request_timeout: float | None = None
+                                           ) -> RemoveMembersFromConsumerGroupResult:
+        """Remove static members (KIP-345) from a classic group at once, as
+        the Java Admin's removeMembersFromConsumerGroup: a static member's
+        close leaves it in the group until its session times out (it may
+        come back), this is the way to say it will not. LeaveGroup v3+
+        names each by its group.instance.id; one that is not in the group
+        fails with UnknownMemberIdError."""
+        if not group_instance_ids:
+            raise ValueError("remove_members_from_consumer_group: name at least one "
+                             "group.instance.id")
+        resp = self._request(ApiKey.LEAVE_GROUP, {"group_id": group_id, "members": [
+            {"member_id": "", "group_instance_id": i,
+             "reason": reason or "member was removed by an admin"}
+            for i in group_instance_ids]}, request_timeout)
+
+        def failed(code: int, who: str):
+            return error_or_none(code, code and f"consumer group {group_id!r}{who}: "
+                                              f"{errors.error_for_code(code).name}")
+        top = failed(resp["error_code"], "")
+        codes = {m["group_instance_id"]: m["error_code"] for m in resp["members"]}
+        return RemoveMembersFromConsumerGroupResult({
+            i: _done(exc=top or failed(codes.get(i, errors.UnknownServerError.code),
+                                       f", member {i!r}"))
+            for i in group_instance_ids})
 
     def list_consumer_group_offsets(self, group_id: str, partitions=None,
                                     request_timeout: float | None = None) -> Future:

@@ -18,7 +18,8 @@ Two halves:
 - ``Runner``, the process: follows QUERIES_TOPIC from its start
   (read_committed), starts a KafkaStreams per live query (application.id
   ``_kafkalite-query-<ID>-<created ms>``, exactly_once_v2) and closes it when the
-  query's record is tombstoned (TERMINATE); writes each query's state
+  query's record is tombstoned (TERMINATE), its static member removed from
+  the group at once rather than after its session timeout; writes each query's state
   (RUNNING, ERROR with the reason) back as ``status/<ID>``. It ends when
   told to (SIGTERM: each query commits what it processed, if that takes
   less than STOP_GRACE_S; else as after a kill -9) or when the process
@@ -205,7 +206,7 @@ class Runner:
 
     def _reconcile(self) -> None:
         for query_id in [q for q in self.running if q not in self.wanted]:
-            self._stop_query(query_id)
+            self._stop_query(query_id, terminated=True)
         for query_id in [q for q in self.told if q not in self.wanted]:
             self.told.pop(query_id, None)
             self.retry_at.pop(query_id, None)
@@ -266,10 +267,15 @@ class Runner:
         self.running[query_id] = streams
         log.info("query %s runs: %s -> %s", query_id, query["input"], query["output"])
 
-    def _stop_query(self, query_id: str) -> None:
+    def _stop_query(self, query_id: str, terminated: bool = False) -> None:
+        """Closes its Streams instance, a static member of the query's group
+        (``instance.id``): stopped by the runner's end or a failure, it stays
+        in the group for its session timeout and a runner that starts it
+        again takes its tasks back without a rebalance; TERMINATEd, it
+        leaves at once (its group and its name are free)."""
         streams = self.running.pop(query_id)
         try:
-            streams.close()
+            streams.close(leave_group=terminated)
         except Exception as exc:      # noqa: BLE001
             log.warning("query %s did not close cleanly: %s", query_id, _one_line(exc))
 

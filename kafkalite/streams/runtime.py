@@ -104,6 +104,7 @@ from kafkalite.client import (OFFSET_BEGINNING, AdminClient, Consumer, NewTopic,
 from kafkalite.errors import KafkaError
 from kafkalite.streams.config import EXACTLY_ONCE_V2, StreamsConfig
 from kafkalite.streams.errors import ErrorHandling
+from kafkalite.streams.local_stores import LocalStores, ThreadsStores
 from kafkalite.streams.records import by_partition, merge_runs
 from kafkalite.streams.restore import (CHECKPOINT_DELTA, RestoreProgress, StateRestoreListener,
                                        checkpoint_task, delete_checkpoint, restore_tasks,
@@ -180,14 +181,37 @@ class KafkaStreams:
                                         f"StreamThread-{self.instance}", daemon=True)
         self._thread.start()
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Commit what was processed, leave the group, close the stores."""
+    def close(self, timeout: float = 30.0, leave_group: bool = False) -> None:
+        """Commit what was processed, leave the group, close the stores. A
+        static member (``instance.id`` set) stays in the group until its
+        session times out, so that a restart takes its tasks back without a
+        rebalance (KIP-345); ``leave_group`` (Kafka's CloseOptions
+        LEAVE_GROUP, KIP-812) removes it at once: it will not come back."""
         if self._thread is not None:
             self.state = self.PENDING_SHUTDOWN if self.state != self.ERROR else self.ERROR
             self._stop.set()
             self._thread.join(timeout)
+            if leave_group and not self._thread.is_alive():
+                self._leave_group()
         if self.state != self.ERROR:
             self.state = self.NOT_RUNNING
+
+    def _leave_group(self) -> None:
+        """Removes the closed static member by its group.instance.id (as
+        _run names it), with the Admin call Kafka Streams uses; a dynamic
+        member left in its consumer's close."""
+        instance = self.config.prefixed("consumer.").get("group.instance.id") or (
+            f"{self.application_id}-{self.instance}" if self.config["instance.id"] else None)
+        if instance is None:
+            return
+        try:
+            with AdminClient(self._client_config()) as admin:
+                admin.remove_members_from_consumer_group(
+                    self.application_id, [instance], "the Streams instance is closing for good"
+                ).all().result()
+        except KafkaError as exc:       # the session timeout removes it in the end
+            log.warning("%s: %s did not leave the group: %s", self.application_id, instance,
+                        _one_line(exc))
 
     def set_global_state_restore_listener(self, listener: StateRestoreListener) -> None:
         """Kafka's: ``listener`` hears of every store restore (before start)."""
@@ -204,7 +228,7 @@ class KafkaStreams:
     # ---- queries ----
     def store(self, name: str):
         """The named store of every local task, as one read-only view."""
-        return _LocalStores(self, name)
+        return LocalStores(self, name)
 
     def metrics(self) -> collections.Counter:
         with self._lock:
@@ -827,30 +851,6 @@ class KafkaStreams:
         task.close()
 
 
-class _LocalStores:
-    """Interactive queries on this instance: a store over its local tasks."""
-
-    def __init__(self, streams: KafkaStreams, name: str):
-        self.streams, self.name = streams, name
-
-    def _stores(self):
-        with self.streams._lock:
-            if self.name in self.streams.global_stores:
-                return [self.streams.global_stores[self.name]]
-            return [t.stores[self.name] for t in self.streams.tasks.values()
-                    if self.name in t.stores]
-
-    def get(self, key: bytes):
-        for s in self._stores():
-            v = s.get(key)
-            if v is not None:
-                return v
-        return None
-
-    def all(self):
-        return sorted(kv for s in self._stores() for kv in s.all())
-
-
 class _ThreadedKafkaStreams(KafkaStreams):
     """KafkaStreams with ``num.stream.threads`` N > 1: N stream threads,
     each a single-thread KafkaStreams of its own in the application's group
@@ -899,11 +899,11 @@ class _ThreadedKafkaStreams(KafkaStreams):
             t.start()
         self.partitions = self.threads[0].partitions
 
-    def close(self, timeout: float = 30.0) -> None:
+    def close(self, timeout: float = 30.0, leave_group: bool = False) -> None:
         for t in self.threads:
             t._stop.set()           # all threads stop at once, then each commits and leaves
         for t in self.threads:
-            t.close(timeout)
+            t.close(timeout, leave_group)
 
     def set_global_state_restore_listener(self, listener) -> None:
         for t in self.threads:
@@ -942,21 +942,4 @@ class _ThreadedKafkaStreams(KafkaStreams):
         return total
 
     def store(self, name: str):
-        return _ThreadsStores([t.store(name) for t in self.threads])
-
-
-class _ThreadsStores:
-    """Interactive queries over every thread's local stores."""
-
-    def __init__(self, parts):
-        self.parts = parts
-
-    def get(self, key: bytes):
-        for p in self.parts:
-            v = p.get(key)
-            if v is not None:
-                return v
-        return None
-
-    def all(self):
-        return sorted(kv for p in self.parts for kv in p.all())
+        return ThreadsStores([t.store(name) for t in self.threads])

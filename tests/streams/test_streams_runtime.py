@@ -1,7 +1,8 @@
 """KafkaStreams against a real server: operators and windowed counts equal
 a plain-Python model over the input as the broker stored it; a table with a
 tombstone; state restored from the changelog into an empty state directory;
-the internal topics' configs; a clear error for inputs that are not
+the internal topics' configs; a static instance closed with leave_group
+out of its group at once; a clear error for inputs that are not
 co-partitioned.
 """
 from __future__ import annotations
@@ -230,6 +231,33 @@ def test_table_tombstone_through_a_real_server(server, topic_name, tmp_path):
         streams.close()
     out = [(k, v) for _, k, v, _ in read(server, f"{src}-out", 1)]
     assert out == [(b"u1", b"ALICE"), (b"u2", b"BOB"), (b"u1", None), (b"u3", b"CAROL")]
+
+
+def test_a_static_instance_stays_in_the_group_unless_closed_with_leave_group(
+        server, topic_name, tmp_path):
+    src, app = topic_name, f"{topic_name}-app"
+    create(server, src, 2)
+    b = StreamsBuilder()
+    b.stream(src, Consumed.with_(S, S)).map_values(str.upper).to(f"{src}-out",
+                                                                 Produced.with_(S, S))
+    admin = AdminClient(server.config())
+
+    def members() -> list:
+        return [m.group_instance_id
+                for m in admin.describe_consumer_groups([app])[app].result(10).members]
+    try:
+        for leave in (False, True):
+            streams = KafkaStreams(b.build(), config(server, tmp_path, app, **{
+                "instance.id": "i1"}))
+            streams.start()
+            wait_running(streams, lambda: streams.state == KafkaStreams.RUNNING, "RUNNING")
+            streams.close(leave_group=leave)
+            if not leave:   # a static member's close keeps its place (KIP-345) ...
+                assert members() == [f"{app}-i1"]
+        # ... unless it leaves for good: removed at once, not after its session timeout
+        wait_until(lambda: members() == [], 10, "the static instance to leave the group")
+    finally:
+        admin.close()
 
 
 def test_inputs_not_copartitioned_are_refused_at_start(server, topic_name, tmp_path):
