@@ -288,8 +288,10 @@ def report(figures: dict, args) -> None:
         what = f"{name} over {args.records:,} records" + (" (Avro columns)" if args.avro else "")
         if args.iceberg:
             what += ", Iceberg table's files"
-        rows.append(common.Row(what, ours, "rec/s", peer,
-                               "DuckDB over Parquet", ">= 0.5x", ours >= 0.5 * peer))
+        # Parquet counts every row from its footer: no target beside that
+        target = "" if name == "count_all" else ">= 0.5x"
+        rows.append(common.Row(what, ours, "rec/s", peer, "DuckDB over Parquet", target,
+                               ours >= 0.5 * peer if target else None))
         if args.iceberg:
             common.say_runs(f"{name} from the log (s)", figures[f"{name}_log_s"], fmt=".3f")
             rows.append(common.Row(f"{name}, the same topic's log read", args.records / statistics

@@ -8,7 +8,9 @@ session's database: common table expressions are not tables, nor are the
 tables and views the session's statements made) is checked
 (``authorize``: the HTTP app's ACL check for the user) and, if it is a
 topic, registered as a RecordBatchReader over its history
-(topic_source.py, with the value's columns of values.py). A name that is
+(topic_source.py; an Iceberg topic whose table has a commit:
+iceberg_source.py, its table's files and the log past them; with the
+value's columns of values.py). A name that is
 no topic is left to DuckDB, whose catalog error becomes "unknown topic".
 Each query gets a fresh connection (a cursor of the session's one
 database, whose configuration is locked once made): a reader can be read
@@ -61,7 +63,9 @@ class Session:
     servers, security); ``registry_url``: the schema registry whose
     subjects give the value columns (None: raw values only);
     ``authorize(topic)``: raises QueryError(kind="denied") for a topic
-    the user may not read (None: every topic)."""
+    the user may not read (None: every topic); ``iceberg_catalog``: the
+    REST catalog of Iceberg topics' tables (None: the server's; "": none,
+    every topic read from its log)."""
 
     def __init__(self, client_config: dict, registry_url: str | None = None,
                  registry_user_info: str | None = None, memory_limit: str = DEFAULT_MEMORY_LIMIT,
@@ -172,14 +176,13 @@ class Session:
         if self._iceberg_uri == "":
             return None
         resource = ConfigResource("topic", topic)
-        self._topic_names()         # the session's AdminClient
+        admin = self._admin_client()
         try:
-            entry = self._admin.describe_configs([resource])[resource].result() \
-                .get("iceberg.mode")
+            entry = admin.describe_configs([resource])[resource].result().get("iceberg.mode")
             if entry is None or entry.value != "key_value":
                 return None
             if self._iceberg_catalog is None:
-                uri = self._iceberg_uri or self._admin.server_endpoints().get("iceberg_rest")
+                uri = self._iceberg_uri or admin.server_endpoints().get("iceberg_rest")
                 if not uri:
                     self._iceberg_uri = ""
                     return None
@@ -389,11 +392,14 @@ class Session:
         return [name for name in names if name in existing]
 
     def _topic_names(self) -> set[str]:
+        return set(self._admin_client().list_topics(timeout=self.timeout).topics)
+
+    def _admin_client(self):
         # one AdminClient a session (its connections kept), not one a query
         if self._admin is None:
             from kafkalite.client import AdminClient
             self._admin = AdminClient(self.client_config)
-        return set(self._admin.list_topics(timeout=self.timeout).topics)
+        return self._admin
 
     def _error(self, exc: Exception, sql: str) -> QueryError:
         if isinstance(exc, duckdb.InterruptException) or self._interrupted:

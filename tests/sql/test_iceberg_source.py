@@ -18,8 +18,8 @@ from collections import Counter, defaultdict
 import pytest
 
 from harness import wait_until
-from kafkalite.client import AdminClient, ConfigEntry, ConfigResource, Consumer, NewTopic, Producer, \
-    TopicPartition
+from kafkalite.client import (AdminClient, ConfigEntry, ConfigResource, Consumer, NewTopic,
+                              Producer, TopicPartition)
 from kafkalite.sql import Session
 from kafkalite.storage.iceberg.topic_table import committed_offsets
 
