@@ -42,6 +42,8 @@ Who may call: session.py, on the thread that runs the query.
 from __future__ import annotations
 
 import base64
+import collections
+import threading
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -148,9 +150,9 @@ def _table_rows(table, snapshot, stop: dict[int, int], wanted: set[str], counts:
         return
     bound = pa.array([stop.get(p, 0) for p in range(max(stop) + 1)], pa.int64())
     names = [name for name in BASE_SCHEMA.names if name in wanted]
-    for task in table.scan(snapshot_id=snapshot.snapshot_id).plan_files():
+    for path in data_files(table, snapshot):
         counts.files += 1
-        with _open(table, task.file.file_path) as f:
+        with _open(table, path) as f:
             parquet = pq.ParquetFile(f)
             for batch in parquet.iter_batches(BATCH_ROWS, columns=[
                     _FILE_COLUMNS[name] for name in names], use_threads=False):
@@ -165,6 +167,31 @@ def _table_rows(table, snapshot, stop: dict[int, int], wanted: set[str], counts:
                 if batch.num_rows:
                     counts.rows += batch.num_rows
                     yield batch
+
+
+# (table uuid, snapshot id) -> its data files' paths, the last PLANS_KEPT
+# planned: a snapshot never changes, and planning one reads its manifests
+# (0.23 s for a 185-file table, the Spark connector's read_topic measured)
+_PLANS: collections.OrderedDict = collections.OrderedDict()
+_PLANS_LOCK = threading.Lock()        # the HTTP app's sessions run on threads
+PLANS_KEPT = 16
+
+
+def data_files(table, snapshot) -> list[str]:
+    """The paths of ``snapshot``'s data files, planned once per snapshot."""
+    key = (str(table.metadata.table_uuid), snapshot.snapshot_id)
+    with _PLANS_LOCK:
+        found = _PLANS.get(key)
+        if found is not None:
+            _PLANS.move_to_end(key)
+            return found
+    found = [task.file.file_path
+             for task in table.scan(snapshot_id=snapshot.snapshot_id).plan_files()]
+    with _PLANS_LOCK:
+        _PLANS[key] = found
+        while len(_PLANS) > PLANS_KEPT:
+            _PLANS.popitem(last=False)
+    return found
 
 
 def _open(table, path: str):
