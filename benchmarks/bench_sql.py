@@ -7,6 +7,7 @@ rows in a Parquet file, in the same run.
     python benchmarks/bench_sql.py --records 10000000     # the issue's size
     python benchmarks/bench_sql.py --quick                # 20,000 records, 1 round
     python benchmarks/bench_sql.py --avro                 # values in the registry's Avro
+    python benchmarks/bench_sql.py --iceberg              # an Iceberg topic: its table's files
 
 A two-worker server gets a topic of --partitions partitions and --records
 records of --value-bytes bytes, keyed by one of --keys keys. The topic's
@@ -23,8 +24,12 @@ of Parquet's. Also the first row of a point lookup by key (WHERE key =
 Avro schema the registry holds (an item of 20, an amount, a note of
 random text), the table has their columns (decoded by kafkalite.sql.
 values, in C for the latest schema of a flat record), and the queries are
-over them: a count where amount > 10 and a group-by of the items. A
-benchmark never fails on timing.
+over them: a count where amount > 10 and a group-by of the items. With
+--iceberg the topic is an Iceberg topic (iceberg.mode=key_value) whose
+table, once it holds every record, the topic side reads from its files
+(kafkalite.sql.iceberg_source); a third side, ``log``, is the same
+Session reading the same topic from its log (``iceberg_catalog=""``),
+and its table beside the others. A benchmark never fails on timing.
 """
 from __future__ import annotations
 
@@ -64,6 +69,10 @@ AVRO_QUERIES = {
     "group_by": 'SELECT item, count(*) AS n, sum(amount) AS total FROM {t} '
                 'GROUP BY item ORDER BY item',
 }
+# --iceberg: and a count of every record, which a table's files answer from
+# two small columns (partition and offset, for the offsets' bounds) and
+# DuckDB over Parquet from its footer
+ICEBERG_QUERIES = {**QUERIES, "count_all": 'SELECT count(*) FROM {t}'}
 AVRO_SCHEMA = {"type": "record", "name": "Order", "fields": [
     {"name": "item", "type": "string"}, {"name": "amount", "type": "double"},
     {"name": "note", "type": ["null", "string"], "default": None}]}
@@ -73,7 +82,9 @@ def produce(bootstrap: str, args, registry: str | None = None) -> None:
 
     from kafkalite.client import AdminClient, NewTopic, Producer
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, args.partitions, 1)])[TOPIC].result()
+    configs = {"iceberg.mode": "key_value", "iceberg.target.lag.ms": "1000"} \
+        if args.iceberg else {}
+    admin.create_topics([NewTopic(TOPIC, args.partitions, 1, config=configs)])[TOPIC].result()
     admin.close()
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     rng = np.random.default_rng(76)
@@ -112,6 +123,29 @@ def avro_values(registry: str, n: int, start: int, value_bytes: int, rng) -> lis
             "note": None if i % 10 == 0 else notes[i].tobytes().decode()})
         out.append(header + buf.getvalue())
     return out
+
+
+def wait_for_table(srv, timeout: float = 900.0) -> float:
+    """Seconds until the topic's Iceberg table holds every offset of its log."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from kafkalite.client import Consumer, TopicPartition
+    from kafkalite.storage.iceberg.topic_table import committed_offsets
+    consumer = Consumer({"bootstrap.servers": srv.bootstrap, "isolation.level": "read_committed"})
+    parts = consumer.list_topics(TOPIC, 30).topics[TOPIC].partitions
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), 30)[1] for p in parts}
+    consumer.close()
+    catalog = load_catalog("kafkalite", type="rest", uri=srv.info["iceberg_rest"])
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        try:
+            if committed_offsets(catalog.load_table(("kafkalite", TOPIC))) == ends:
+                return time.perf_counter() - t0
+        except NoSuchTableError:
+            pass
+        time.sleep(1)       # the leaders commit every iceberg.target.lag.ms
+    raise TimeoutError(f"the table did not reach {ends} in {timeout:.0f} s")
 
 
 def write_parquet(session, path: str) -> int:
@@ -162,6 +196,8 @@ def main(argv=None) -> int:
     p.add_argument("--memory-limit", default="1GB", help="DuckDB's memory_limit, both sides")
     p.add_argument("--avro", action="store_true",
                    help="values in the registry's Avro, the queries over their columns")
+    p.add_argument("--iceberg", action="store_true",
+                   help="an Iceberg topic read from its table's files, beside its log read")
     common.add_quick(p, "20,000 records, 1 round: checks that the benchmark works")
     common.add_rounds(p, 3)
     common.add_json(p)
@@ -175,14 +211,25 @@ def main(argv=None) -> int:
             produce(srv.bootstrap, args, srv.info["schema_registry"])
             say(f"produced {args.records:,} records of {args.value_bytes} bytes in "
                 f"{time.perf_counter() - t0:.1f} s")
-            session = Session({"bootstrap.servers": srv.bootstrap},
-                              srv.info["schema_registry"] if args.avro else None,
-                              memory_limit=args.memory_limit, threads=args.threads)
+            if args.iceberg:
+                say(f"the Iceberg table holds every record {wait_for_table(srv):.1f} s later")
+
+            def session_of(**kw):
+                return Session({"bootstrap.servers": srv.bootstrap},
+                               srv.info["schema_registry"] if args.avro else None,
+                               memory_limit=args.memory_limit, threads=args.threads, **kw)
+            session = session_of()
+            # the same topic read from its log: an Iceberg topic's other way
+            log = session_of(iceberg_catalog="") if args.iceberg else None
             parquet = os.path.join(work, "topic.parquet")
-            rows = write_parquet(session, parquet)
+            rows = write_parquet(log or session, parquet)
             assert rows == args.records, (rows, args.records)
             say(f"parquet: {os.path.getsize(parquet) / 1e6:.1f} MB")
-            figures = run_rounds(session, parquet, args)
+            figures = run_rounds(session, parquet, args, log)
+            if args.iceberg:
+                session.query(f'SELECT count(*) FROM "{TOPIC}"').read_all()
+                assert session.rows_from_table_files == args.records, \
+                    (session.rows_from_table_files, "rows from the table's files")
             figures["point_lookup_first_row_s"] = [point_lookup(session)
                                                    for _ in range(args.rounds)]
         finally:
@@ -191,27 +238,40 @@ def main(argv=None) -> int:
     return 0
 
 
-def run_rounds(session, parquet: str, args) -> dict:
-    queries = AVRO_QUERIES if args.avro else QUERIES
+def run_rounds(session, parquet: str, args, log=None) -> dict:
+    """Rounds of the topic side (``session``), Parquet's, and the log side
+    (``log``: an Iceberg topic's log read) when given."""
+    queries = _queries(args)
+    sides = ("topic", "parquet") + (("log",) if log is not None else ())
 
     def run(side):
         out = {}
         for name in queries:
             if side == "topic":
                 out[name] = run_topic(session, name, queries)
+            elif side == "log":
+                out[name] = run_topic(log, name, queries)
             else:
                 out[name] = run_parquet(parquet, name, args, queries)
         return out
-    rounds = common.alternating(("topic", "parquet"), args.rounds, run)
+    rounds = common.alternating(sides, args.rounds, run)
     common.say_load(rounds)
     figures = {"load_average_at_start": rounds.loads}
-    for name in QUERIES:
-        for side in ("topic", "parquet"):
+    for name in queries:
+        for side in sides:
             answers = [r[name][1] for r in rounds.values[side]]
             figures[f"{name}_{side}_s"] = [r[name][0] for r in rounds.values[side]]
             figures[f"{name}_{side}_answer"] = answers[0]
-        assert _same(figures[f"{name}_topic_answer"], figures[f"{name}_parquet_answer"]), name
+        for side in sides[1:]:
+            assert _same(figures[f"{name}_topic_answer"], figures[f"{name}_{side}_answer"]), \
+                (name, side)
     return figures
+
+
+def _queries(args) -> dict:
+    if args.avro:
+        return AVRO_QUERIES
+    return ICEBERG_QUERIES if args.iceberg else QUERIES
 
 
 def _same(a, b) -> bool:
@@ -220,14 +280,23 @@ def _same(a, b) -> bool:
 
 def report(figures: dict, args) -> None:
     rows = []
-    for name in QUERIES:
+    for name in _queries(args):
         topic, parquet = (statistics.median(figures[f"{name}_{s}_s"]) for s in ("topic", "parquet"))
         common.say_runs(f"{name} from the topic (s)", figures[f"{name}_topic_s"], fmt=".3f")
         common.say_runs(f"{name} from Parquet (s)", figures[f"{name}_parquet_s"], fmt=".3f")
         ours, peer = args.records / topic, args.records / parquet
         what = f"{name} over {args.records:,} records" + (" (Avro columns)" if args.avro else "")
-        rows.append(common.Row(what, ours, "rec/s", peer,
-                               "DuckDB over Parquet", ">= 0.5x", ours >= 0.5 * peer))
+        if args.iceberg:
+            what += ", Iceberg table's files"
+        # Parquet counts every row from its footer: no target beside that
+        target = "" if name == "count_all" else ">= 0.5x"
+        rows.append(common.Row(what, ours, "rec/s", peer, "DuckDB over Parquet", target,
+                               ours >= 0.5 * peer if target else None))
+        if args.iceberg:
+            common.say_runs(f"{name} from the log (s)", figures[f"{name}_log_s"], fmt=".3f")
+            rows.append(common.Row(f"{name}, the same topic's log read", args.records / statistics
+                                   .median(figures[f"{name}_log_s"]), "rec/s", ours,
+                                   "its table's files"))
     lookup = statistics.median(figures["point_lookup_first_row_s"])
     rows.append(common.Row("point lookup by key, first row", lookup, "s", target="< 1 s",
                            met=lookup < 1.0, fmt=".3f"))

@@ -8,7 +8,9 @@ session's database: common table expressions are not tables, nor are the
 tables and views the session's statements made) is checked
 (``authorize``: the HTTP app's ACL check for the user) and, if it is a
 topic, registered as a RecordBatchReader over its history
-(topic_source.py, with the value's columns of values.py). A name that is
+(topic_source.py; an Iceberg topic whose table has a commit:
+iceberg_source.py, its table's files and the log past them; with the
+value's columns of values.py). A name that is
 no topic is left to DuckDB, whose catalog error becomes "unknown topic".
 Each query gets a fresh connection (a cursor of the session's one
 database, whose configuration is locked once made): a reader can be read
@@ -41,7 +43,7 @@ import threading
 import duckdb
 import pyarrow as pa
 
-from kafkalite.sql import topic_source, values
+from kafkalite.sql import iceberg_source, topic_source, values
 from kafkalite.sql.errors import QueryError, describe
 from kafkalite.sql.values import json_cell
 
@@ -61,13 +63,22 @@ class Session:
     servers, security); ``registry_url``: the schema registry whose
     subjects give the value columns (None: raw values only);
     ``authorize(topic)``: raises QueryError(kind="denied") for a topic
-    the user may not read (None: every topic)."""
+    the user may not read (None: every topic); ``iceberg_catalog``: the
+    REST catalog of Iceberg topics' tables (None: the server's; "": none,
+    every topic read from its log)."""
 
     def __init__(self, client_config: dict, registry_url: str | None = None,
                  registry_user_info: str | None = None, memory_limit: str = DEFAULT_MEMORY_LIMIT,
                  threads: int = DEFAULT_THREADS, timeout: float = 30.0, authorize=None,
-                 authorize_write=None, principal: str | None = None):
+                 authorize_write=None, principal: str | None = None,
+                 iceberg_catalog: str | None = None):
         self.client_config = client_config
+        # an Iceberg topic's table (iceberg_source.py): the REST catalog's
+        # URL (None: the server's iceberg_rest endpoint, asked once; "":
+        # read every topic from its log), as the registry's user
+        self._iceberg_uri, self._iceberg_catalog = iceberg_catalog, None
+        self._user_info = registry_user_info
+        self._table_reads: list = []        # the last query's iceberg_source.Counts
         # persistent queries (persistent.py): Write on a CREATE STREAM's
         # output, and who created it (None: the owner's tools)
         self._authorize_write, self.principal = authorize_write, principal
@@ -96,7 +107,7 @@ class Session:
             return pa.RecordBatchReader.from_batches(answer.schema, answer.to_batches() or [
                 pa.RecordBatch.from_pylist([], schema=answer.schema)])
         con = self._connect()
-        self._value_columns = []
+        self._value_columns, self._table_reads = [], []
         statements = _statements(con, sql)
         for statement in statements[:-1]:       # a script: run for its effect, in order
             self._statement(con, statement)
@@ -139,9 +150,47 @@ class Session:
         decoded, schema = table or self._table(topic)
         if decoded is not None:
             self._value_columns.append(decoded)
-        batches = _with_values(topic_source.history(self.client_config, topic, self.timeout),
-                               decoded, schema, columns)
+        iceberg = self._iceberg_table(topic)
+        if iceberg is None:
+            records = topic_source.history(self.client_config, topic, self.timeout)
+        else:
+            counts = iceberg_source.Counts()
+            self._table_reads.append(counts)
+            records = iceberg_source.history(self.client_config, topic, *iceberg, columns,
+                                             self.timeout, counts)
+        batches = _with_values(records, decoded, schema, columns)
         return pa.RecordBatchReader.from_batches(schema, batches)
+
+    @property
+    def rows_from_table_files(self) -> int:
+        """How many rows the last query has read from Iceberg tables' files
+        (the others came from the log)."""
+        return sum(c.rows for c in self._table_reads)
+
+    def _iceberg_table(self, topic: str):
+        """(table, snapshot) of ``topic``'s Iceberg table when the topic is a
+        key_value Iceberg topic whose table has a snapshot, else None (the
+        topic is read from its log). A catalog the server does not serve
+        reads the log too."""
+        from kafkalite.client.admin import ConfigResource
+        if self._iceberg_uri == "":
+            return None
+        resource = ConfigResource("topic", topic)
+        admin = self._admin_client()
+        try:
+            entry = admin.describe_configs([resource])[resource].result().get("iceberg.mode")
+            if entry is None or entry.value != "key_value":
+                return None
+            if self._iceberg_catalog is None:
+                uri = self._iceberg_uri or admin.server_endpoints().get("iceberg_rest")
+                if not uri:
+                    self._iceberg_uri = ""
+                    return None
+                self._iceberg_catalog = iceberg_source.open_catalog(uri, self._user_info)
+            return iceberg_source.current(self._iceberg_catalog, topic)
+        except Exception:   # noqa: BLE001 -- no config, no catalog, no table to see: the log
+            # holds the topic's records too (the user's Read on it is checked)
+            return None
 
     @property
     def values_decoded(self) -> int:
@@ -343,11 +392,14 @@ class Session:
         return [name for name in names if name in existing]
 
     def _topic_names(self) -> set[str]:
+        return set(self._admin_client().list_topics(timeout=self.timeout).topics)
+
+    def _admin_client(self):
         # one AdminClient a session (its connections kept), not one a query
         if self._admin is None:
             from kafkalite.client import AdminClient
             self._admin = AdminClient(self.client_config)
-        return set(self._admin.list_topics(timeout=self.timeout).topics)
+        return self._admin
 
     def _error(self, exc: Exception, sql: str) -> QueryError:
         if isinstance(exc, duckdb.InterruptException) or self._interrupted:

@@ -96,40 +96,74 @@ def history(client_config: dict, topic: str, timeout: float = 30.0):
     consumer = Consumer({"max.partition.fetch.bytes": HISTORY_PARTITION_BYTES,
                          **consumer_config(client_config)})
     try:
-        parts = partitions(consumer, topic, timeout)
-        ends = {}
-        for p in parts:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout)
-            if high > low:
-                ends[p] = high
-        if not ends:
-            return
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-        # a partition's end offset by partition number, for the mask of
-        # records past the bound (a fetch brings what arrived since)
-        bound = pa.array([ends.get(p, 0) for p in range(max(ends) + 1)], pa.int64())
-        while ends:
-            batch = consumer.consume_batch(POLL_S)
-            positions = consumer.position([TopicPartition(topic, p) for p in ends])
-            if batch.num_rows:
-                batch = _project(batch)
-                # a batch's records are below their partition's position: only
-                # one past a bound (a partition's last) is masked, the mask a
-                # gather a record (5% of a group-by's samples when every batch had it)
-                if any(tp.offset > ends[tp.partition] for tp in positions):
-                    past = pc.less(batch.column("offset"),
-                                   pc.take(bound, batch.column("partition")))
-                    if not pc.all(past).as_py():
-                        batch = batch.filter(past)
-                if batch.num_rows:
-                    yield batch
-            for tp in positions:
-                # control records and aborted ones move the position without a row
-                if tp.offset >= ends[tp.partition]:
-                    del ends[tp.partition]
-                    consumer.incremental_unassign([TopicPartition(topic, tp.partition)])
+        ranges = {p: (OFFSET_BEGINNING, high) for p, (low, high) in
+                  watermarks(consumer, topic, timeout).items() if high > low}
+        yield from _read(consumer, topic, ranges)
     finally:
         consumer.close()
+
+
+def watermarks(consumer: Consumer, topic: str, timeout: float) -> dict[int, tuple[int, int]]:
+    """{partition: (log start, last stable offset)} of ``topic`` now."""
+    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout)
+            for p in partitions(consumer, topic, timeout)}
+
+
+def offset_ranges(client_config: dict, topic: str, ranges: dict[int, tuple[int, int]]):
+    """Batches (BASE_SCHEMA) of ``topic``'s records in ``ranges`` ({partition:
+    (from, to)}, ``to`` excluded; empty ranges skipped): the parts of an
+    Iceberg topic's history its table does not hold (iceberg_source.py)."""
+    ranges = {p: (lo, hi) for p, (lo, hi) in ranges.items() if hi > lo}
+    if not ranges:
+        return
+    consumer = Consumer({"max.partition.fetch.bytes": HISTORY_PARTITION_BYTES,
+                         **consumer_config(client_config)})
+    try:
+        # a fetch from an offset inside a record batch may bring the batch's
+        # records before it: masked as the bound's are
+        starts = pa.array([ranges.get(p, (0, 0))[0] for p in range(max(ranges) + 1)],
+                          pa.int64())
+        for batch in _read(consumer, topic, ranges):
+            early = pc.less(batch.column("offset"), pc.take(starts, batch.column("partition")))
+            if pc.any(early).as_py():
+                batch = batch.filter(pc.invert(early))
+            if batch.num_rows:
+                yield batch
+    finally:
+        consumer.close()
+
+
+def _read(consumer: Consumer, topic: str, ranges: dict[int, tuple[int, int]]):
+    """Batches (BASE_SCHEMA) of ``ranges`` ({partition: (from, to)}; from may
+    be OFFSET_BEGINNING), read by ``consumer`` until each partition's
+    position reaches its ``to``."""
+    ends = {p: hi for p, (_, hi) in ranges.items()}
+    if not ends:
+        return
+    consumer.assign([TopicPartition(topic, p, lo) for p, (lo, _) in ranges.items()])
+    # a partition's end offset by partition number, for the mask of
+    # records past the bound (a fetch brings what arrived since)
+    bound = pa.array([ends.get(p, 0) for p in range(max(ends) + 1)], pa.int64())
+    while ends:
+        batch = consumer.consume_batch(POLL_S)
+        positions = consumer.position([TopicPartition(topic, p) for p in ends])
+        if batch.num_rows:
+            batch = _project(batch)
+            # a batch's records are below their partition's position: only
+            # one past a bound (a partition's last) is masked, the mask a
+            # gather a record (5% of a group-by's samples when every batch had it)
+            if any(tp.offset > ends[tp.partition] for tp in positions):
+                past = pc.less(batch.column("offset"),
+                               pc.take(bound, batch.column("partition")))
+                if not pc.all(past).as_py():
+                    batch = batch.filter(past)
+            if batch.num_rows:
+                yield batch
+        for tp in positions:
+            # control records and aborted ones move the position without a row
+            if tp.offset >= ends[tp.partition]:
+                del ends[tp.partition]
+                consumer.incremental_unassign([TopicPartition(topic, tp.partition)])
 
 
 def tail(client_config: dict, topic: str, timeout: float = 30.0):
