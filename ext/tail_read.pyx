@@ -66,7 +66,10 @@ cdef object read_tail(object log_obj, int64_t offset, int64_t high_watermark, in
     entry = seg.tail_row(offset, 0, &known)
     if entry == NULL:
         return None             # the tail cannot say, or past its last batch
-    if read_committed and len(seg.txn_index):
+    # the entries' list itself, not len(txn_index): TransactionIndex.__len__
+    # is a Python call, made for every partition read here (librdkafka's
+    # consumers read_committed by default)
+    if read_committed and len(<list?>seg.txn_index._entries):
         return None         # aborted_from's search: the Python read's
     size = seg._size
     position = entry[2]

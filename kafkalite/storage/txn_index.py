@@ -49,6 +49,7 @@ class AbortedTxn(NamedTuple):
 
 
 class TransactionIndex:
+    # ext/tail_read.pyx reads ``_entries``'s length itself (a list, always)
     __slots__ = ("path", "base_offset", "_entries", "_array")
 
     def __init__(self, path: str, base_offset: int):

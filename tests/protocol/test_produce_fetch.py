@@ -556,6 +556,30 @@ def test_the_fetch_request_twin_decodes_a_consumer_request_itself(version):
     assert len(parts) == 3 and parts[1]["partition"] == 1 and [p["partition"] for p in parts] == [0, 1, 2]
 
 
+@pytest.mark.parametrize("version", [13, FETCH_REQUEST_VERSIONS[-1]])
+def test_the_fetch_request_twin_makes_a_topic_id_once(version):
+    """A consumer names the same topics in every Fetch: the twin makes each
+    topic id's UUID once (a Python constructor, some 1.5 us) and gives the
+    same object after; ids it has not seen still decode as the generated
+    code's, and what it holds stays bounded (a stream of unknown ids)."""
+    generated, twin = codecs(FETCH_REQUEST, version, False)
+    frame = fetch_request_frame(version, _fetch_request_sample())
+    first, again = (_decode_body(twin, memoryview(frame), 0, len(frame), None, None)
+                    for _ in range(2))
+    assert first["topics"][0]["topic_id"] == uuid.UUID(int=9)
+    assert again["topics"][0]["topic_id"] is first["topics"][0]["topic_id"]
+    assert again["forgotten_topics_data"][0]["topic_id"] is first["forgotten_topics_data"][0]["topic_id"]
+    assert decoded(twin, frame) == decoded(generated, frame)
+    at = frame.index(uuid.UUID(int=9).bytes)
+    for n in range(5000):
+        topic_id = uuid.UUID(int=(n + 1) << 64)
+        other = frame[:at] + topic_id.bytes + frame[at + 16:]
+        body = _decode_body(twin, memoryview(other), 0, len(other), None, None)
+        assert body["topics"][0]["topic_id"] == topic_id
+    from kafkalite._ext.produce_fetch import held_topic_ids
+    assert held_topic_ids() <= 4096
+
+
 def test_fetched_partitions_encode_as_their_dicts():
     """A response topic's FetchedPartitions (inline entries among dicts)
     encodes to the bytes of the list of dicts it stands for, in every

@@ -173,3 +173,32 @@ def test_becoming_leader_writes_the_epoch_so_the_first_append_does_not(broker):
     # and the batches carry it, so a restart rebuilds the same epochs
     code, _, records = fetched(broker.answers.pop(broker.send(ApiKey.FETCH, 12, fetch_body(3))))
     assert code == 0 and records
+
+
+def test_acks_all_follows_the_isr_and_min_insync_replicas_as_they_change(broker):
+    """``Partition.under_min_isr`` is a field the C Produce path reads (not a
+    property, a Python call per acks=all request), set again where the ISR
+    or min.insync.replicas changes: acks=all is refused NOT_ENOUGH_REPLICAS
+    exactly while the ISR is below it."""
+    from kafkalite.server.replica.partition import Partition
+    assert not isinstance(Partition.__dict__.get("under_min_isr"), property)
+    broker.rm.become_leader({"topic": "t", "partition": 0, "topic_id": None, "leader_epoch": 1,
+                             "configs": {"min.insync.replicas": "2"}})
+    part = broker.rm.partition("t", 0)
+    refused = errors.NotEnoughReplicasError.code
+
+    def acks_all() -> int:
+        cid = broker.send(ApiKey.PRODUCE, 9, produce_body(-1, [("t", 0)]))
+        if cid not in broker.answers:        # waiting on the follower: taken
+            broker.rm.update_follower_end(part, 1, part.log_end_offset, time.monotonic())
+        return results(broker.answers.pop(cid))[("t", 0)][0]
+    assert part.under_min_isr and acks_all() == refused          # ISR [0] < 2
+    part.make_leader(1, [0, 1], [0, 1])
+    assert not part.under_min_isr and acks_all() == 0
+    part.make_leader(1, [0, 1], [0])                              # the follower fell out
+    assert part.under_min_isr and acks_all() == refused
+    broker.rm.become_leader({"topic": "t", "partition": 0, "topic_id": None, "leader_epoch": 1,
+                             "replicas": [0, 1], "isr": [0], "configs": {"min.insync.replicas": "1"}})
+    assert not part.under_min_isr and acks_all() == 0
+    part.make_follower(2, 1, [0, 1], [1])
+    assert not part.under_min_isr

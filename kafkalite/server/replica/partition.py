@@ -62,7 +62,8 @@ class Partition(PartitionState):
     # topic, index, log, broker_id, leader_id, leader_epoch, replicas, isr
     # and pending_isr are PartitionState's C fields (ext/log_state.pyx)
     __slots__ = ("topic_id", "partition_epoch", "pending_since",
-                 "_replica_ends", "_replica_starts", "_caught_up", "_epoch_start")
+                 "_replica_ends", "_replica_starts", "_caught_up", "_epoch_start",
+                 "under_min_isr")
 
     def __init__(self, topic: str, index: int, topic_id, plog: PartitionLog, broker_id: int):
         self.topic = topic
@@ -84,6 +85,13 @@ class Partition(PartitionState):
         self._replica_starts: dict[int, int] = {}   # their log start offsets, likewise
         self._caught_up: dict[int, float] = {}
         self._epoch_start = 0           # the log end when this leadership began
+        # whether the ISR is smaller than min.insync.replicas: a slot, not a
+        # property, since the C Produce path asks it of every acks=all
+        # request (a property is a Python call there); set again wherever
+        # the ISR (make_leader, make_follower) or the log's config
+        # (config_changed) changes
+        self.under_min_isr = False
+        self.config_changed()
 
     @property
     def is_leader(self) -> bool:
@@ -127,6 +135,7 @@ class Partition(PartitionState):
         self.replicas = list(replicas) if replicas else [self.broker_id]
         self.isr = list(isr) if isr else [self.broker_id]
         self.pending_isr = None
+        self.config_changed()
         if new:
             # Followers start unknown (their ends count as 0 until they
             # fetch) and, as Kafka does, caught up now: a follower is given
@@ -163,6 +172,7 @@ class Partition(PartitionState):
         self.replicas = list(replicas)
         self.isr = list(isr)
         self.pending_isr = None
+        self.config_changed()
         self._replica_ends = {}
         self._replica_starts = {}
         self._caught_up = {}
@@ -277,9 +287,10 @@ class Partition(PartitionState):
             return None
         return self.isr + [fetched_by]
 
-    @property
-    def under_min_isr(self) -> bool:
-        return len(self.isr) < self.log.config.min_insync_replicas
+    def config_changed(self) -> None:
+        """``under_min_isr`` again, after a change of the ISR or of the
+        log's config (min.insync.replicas)."""
+        self.under_min_isr = len(self.isr) < self.log.config.min_insync_replicas
 
     # ---- reads -------------------------------------------------------------------------------
 

@@ -368,6 +368,7 @@ class ReplicaManager:
                 self.partitions[key] = part
             else:
                 part.log.config = config
+                part.config_changed()
                 if config.remote_storage_enable and self.remote_storage is not None:
                     part.log.enable_remote_storage(self.remote_storage, remote_leadership=True)
             if spec.get("topic_id"):
