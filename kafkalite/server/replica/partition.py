@@ -287,9 +287,12 @@ class Partition(PartitionState):
             return None
         return self.isr + [fetched_by]
 
-    def config_changed(self) -> None:
+    def config_changed(self, config=None) -> None:
         """``under_min_isr`` again, after a change of the ISR or of the
-        log's config (min.insync.replicas)."""
+        log's config (min.insync.replicas; ``config``: the log's new one,
+        set here so that the two never part)."""
+        if config is not None:
+            self.log.config = config
         self.under_min_isr = len(self.isr) < self.log.config.min_insync_replicas
 
     # ---- reads -------------------------------------------------------------------------------

@@ -367,8 +367,7 @@ class ReplicaManager:
                 part = Partition(key[0], key[1], spec.get("topic_id"), plog, self.broker_id)
                 self.partitions[key] = part
             else:
-                part.log.config = config
-                part.config_changed()
+                part.config_changed(config)     # the log's config, and under_min_isr
                 if config.remote_storage_enable and self.remote_storage is not None:
                     part.log.enable_remote_storage(self.remote_storage, remote_leadership=True)
             if spec.get("topic_id"):
