@@ -1238,7 +1238,6 @@ cdef class WorkerCore(_RingCore):
         cdef uint64_t head, r, ack_head
         cdef _Entry ent
         cdef unsigned char *data
-        cdef unsigned char *rec
         cdef int64_t base = 0
         cdef int16_t code = 0
         cdef Py_ssize_t n = 0
@@ -1261,11 +1260,9 @@ cdef class WorkerCore(_RingCore):
                 self._check_fault()
                 raise RingCorrupted(f"ring {self.name}: entry at {r} has sequence {ent.seq}, "
                                     f"expected {self._next_seq}")
-            ack_head = self._ack_head
-            if ack_head - klr_load_acquire(self._hdr + KLR_OFF_ACK_TAIL) >= self._ack_cap:
-                self._check_fault()
-                raise RingCorrupted(f"ring {self.name}: ack region full; the producer has more "
-                                    f"entries in flight than ack slots")
+            # room for its ack before the sink appends it: an entry in the
+            # log must never lack one
+            ack_head = self._ack_slot()
             if self._scratch is None or len(self._scratch) < <Py_ssize_t>ent.blen:
                 self._scratch = PyByteArray_FromStringAndSize(
                     NULL, <Py_ssize_t>max(ent.blen, 4096))
@@ -1277,14 +1274,7 @@ cdef class WorkerCore(_RingCore):
                              self._scratch, data, <Py_ssize_t>ent.blen, &base, &code):
                 break
             r += ent.size
-            rec = self._acks + (ack_head & self._ack_mask)
-            (<uint64_t *>(rec + KLR_ACK_SEQUENCE))[0] = ent.seq
-            (<int64_t *>(rec + KLR_ACK_BASE_OFFSET))[0] = base
-            (<uint64_t *>(rec + KLR_ACK_DATA_END))[0] = r
-            (<uint64_t *>(rec + KLR_ACK_ERROR_CODE))[0] = 0     # the zero pad after the code
-            (<int16_t *>(rec + KLR_ACK_ERROR_CODE))[0] = code
-            self._ack_head = ack_head + KLR_ACK_SIZE
-            klr_store_release(self._hdr + KLR_OFF_ACK_HEAD, self._ack_head)
+            self._put_ack(ack_head, ent.seq, base, r, code)
             self._read = r
             self._next_seq = ent.seq + 1
             n += 1
@@ -1293,6 +1283,30 @@ cdef class WorkerCore(_RingCore):
             klr_store_release(self._hdr + KLR_OFF_DATA_RELEASED, self._released)
         self._check_fault()
         return n
+
+    cdef uint64_t _ack_slot(self) except? 0:
+        # The ack head, once there is room for one more ack (the producer
+        # keeps no more entries in flight than ack slots: a full region is a
+        # corrupt or hostile ring).
+        cdef uint64_t ack_head = self._ack_head
+        if ack_head - klr_load_acquire(self._hdr + KLR_OFF_ACK_TAIL) >= self._ack_cap:
+            self._check_fault()
+            raise RingCorrupted(f"ring {self.name}: ack region full; the producer has more "
+                                f"entries in flight than ack slots")
+        return ack_head
+
+    cdef void _put_ack(self, uint64_t ack_head, uint64_t seq, int64_t base_offset,
+                       uint64_t data_end, int16_t code) noexcept:
+        # The one writer of an ack record (ack() and append_entries): its
+        # fields, the zero pad after the code, then the head published.
+        cdef unsigned char *rec = self._acks + (ack_head & self._ack_mask)
+        (<uint64_t *>(rec + KLR_ACK_SEQUENCE))[0] = seq
+        (<int64_t *>(rec + KLR_ACK_BASE_OFFSET))[0] = base_offset
+        (<uint64_t *>(rec + KLR_ACK_DATA_END))[0] = data_end
+        (<uint64_t *>(rec + KLR_ACK_ERROR_CODE))[0] = 0
+        (<int16_t *>(rec + KLR_ACK_ERROR_CODE))[0] = code
+        self._ack_head = ack_head + KLR_ACK_SIZE
+        klr_store_release(self._hdr + KLR_OFF_ACK_HEAD, self._ack_head)
 
     cdef int _entry_at(self, uint64_t r, uint64_t head, _Entry *out) except -1:
         # The entry (or padding marker) at cursor ``r``: each field read
@@ -1341,7 +1355,6 @@ cdef class WorkerCore(_RingCore):
         ack re-arms and sleeps again while the rest are written: a doorbell
         write and a wake-up per entry, not per drain)."""
         cdef uint64_t a, ack_head
-        cdef unsigned char *rec
         self._check_epoch()
         if error_code < -32768 or error_code > 32767:
             raise ValueError(f"error_code must fit an int16, not {error_code}")
@@ -1352,21 +1365,9 @@ cdef class WorkerCore(_RingCore):
         if first != seq:
             raise ValueError(f"acks follow sequence order: the next entry to ack is "
                              f"{first}, not {seq}")
-        ack_head = self._ack_head
-        if ack_head - klr_load_acquire(self._hdr + KLR_OFF_ACK_TAIL) >= self._ack_cap:
-            self._check_fault()
-            raise RingCorrupted(f"ring {self.name}: ack region full; the producer has more "
-                                f"entries in flight than ack slots")
-        rec = self._acks + (ack_head & self._ack_mask)
-        (<uint64_t *>(rec + KLR_ACK_SEQUENCE))[0] = seq
-        (<int64_t *>(rec + KLR_ACK_BASE_OFFSET))[0] = base_offset
-        (<uint64_t *>(rec + KLR_ACK_DATA_END))[0] = a
-        (<int16_t *>(rec + KLR_ACK_ERROR_CODE))[0] = <int16_t>error_code
-        (<uint16_t *>(rec + KLR_ACK_ERROR_CODE + 2))[0] = 0
-        (<uint32_t *>(rec + KLR_ACK_ERROR_CODE + 4))[0] = 0
+        ack_head = self._ack_slot()
         self._unacked.popleft()
-        self._ack_head = ack_head + KLR_ACK_SIZE
-        klr_store_release(self._hdr + KLR_OFF_ACK_HEAD, self._ack_head)
+        self._put_ack(ack_head, seq, base_offset, a, <int16_t>error_code)
         if wake:
             self._wake_peer()
         self._check_fault()
